@@ -1,0 +1,5 @@
+//! One module per command.
+
+pub mod keygen;
+pub mod skills;
+pub mod validate;

@@ -1,0 +1,214 @@
+//! The approval record: one call that went through the registry, and the states it moves
+//! through (DESIGN's propose, approve, execute table). The guards that need the rest of the
+//! registry (roles, placement, generations) live in `registry::calls`.
+
+use crate::mode::ApprovalMode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// Milliseconds since the Unix epoch, always carried by the command: apply reads no clock.
+pub type Timestamp = u64;
+
+/// A node of the cluster, as Raft numbers it.
+pub type NodeId = u64;
+
+/// A stored result is at most this many bytes of JSON; larger outputs keep only their digest.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CallId(pub String);
+
+impl CallId {
+    /// A fresh id from 128 random bits the caller supplies (the pure crate draws none).
+    pub fn from_random(bits: u128) -> Self {
+        CallId(format!("call_{:032x}", bits))
+    }
+}
+
+impl fmt::Display for CallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    Pending,
+    Approved,
+    Rejected,
+    Cancelled,
+    Expired,
+    Executing,
+    Succeeded,
+    Failed,
+    OutcomeUnknown,
+}
+
+impl CallState {
+    /// No command moves a call out of a finished state.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            CallState::Rejected
+                | CallState::Cancelled
+                | CallState::Expired
+                | CallState::Succeeded
+                | CallState::Failed
+        )
+    }
+}
+
+impl fmt::Display for CallState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = serde_json::to_value(self).ok();
+        f.write_str(text.as_ref().and_then(Value::as_str).unwrap_or("?"))
+    }
+}
+
+/// Who a call acts for: the end user, the agent principal that made it, and the A2A peer that
+/// delegated it, if any. None of them may approve it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrincipalChain {
+    pub end_user: Option<String>,
+    pub agent: String,
+    pub a2a_peer: Option<String>,
+}
+
+impl PrincipalChain {
+    /// Whether a principal (by name, and by the end user it is bound to) is part of the chain.
+    pub fn includes(&self, principal: &str, principal_user: Option<&str>) -> bool {
+        self.agent == principal
+            || self.a2a_peer.as_deref() == Some(principal)
+            || (principal_user.is_some() && principal_user == self.end_user.as_deref())
+    }
+}
+
+/// An approval or a rejection: who, when, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub principal: String,
+    pub at: Timestamp,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub claim_id: String,
+    pub node: NodeId,
+    pub epoch: u64,
+    pub at: Timestamp,
+}
+
+/// How an execution ended. Bodies are kept only up to `MAX_RESULT_BYTES`; the digest and
+/// length always describe the whole output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded {
+        output_sha256: String,
+        output_len: u64,
+        result: Option<String>,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+impl Outcome {
+    pub fn state(&self) -> CallState {
+        match self {
+            Outcome::Succeeded { .. } => CallState::Succeeded,
+            Outcome::Failed { .. } => CallState::Failed,
+        }
+    }
+
+    pub(crate) fn size_problem(&self) -> Option<String> {
+        match self {
+            Outcome::Succeeded {
+                result: Some(r), ..
+            } if r.len() > MAX_RESULT_BYTES => Some(format!(
+                "stored result is {} bytes, at most {MAX_RESULT_BYTES}",
+                r.len()
+            )),
+            Outcome::Failed { error } if error.len() > MAX_RESULT_BYTES => {
+                Some(format!("error text is over {MAX_RESULT_BYTES} bytes"))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Everything a proposal fixes about a call, evaluated before it is proposed: apply stores it
+/// as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewCall {
+    pub id: CallId,
+    pub tenant: String,
+    pub tool: String,
+    /// Canonical JSON of the arguments, and its SHA-256.
+    pub arguments: String,
+    pub args_sha256: String,
+    pub chain: PrincipalChain,
+    pub requested_mode: Option<ApprovalMode>,
+    pub effective_mode: ApprovalMode,
+    pub highest_mode: ApprovalMode,
+    pub policy_decision_id: String,
+    pub tool_generation: u64,
+    pub policy_generation: u64,
+    pub idempotency_key: Option<String>,
+    /// The call may be re-claimed by a new home (the tool is idempotent, or its upstream dedupes
+    /// by the idempotency key).
+    pub retry_safe: bool,
+    /// 0 when the effective mode needs no approval: the call starts approved.
+    pub required_approvals: u32,
+    pub expires_at: Timestamp,
+    pub approval_valid_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    #[serde(flatten)]
+    pub spec: NewCall,
+    pub state: CallState,
+    pub created_at: Timestamp,
+    pub approvals: Vec<Verdict>,
+    pub rejections: Vec<Verdict>,
+    pub approval_valid_until: Option<Timestamp>,
+    pub claim: Option<Claim>,
+    pub outcome: Option<Outcome>,
+    /// What an approver said when resolving an unknown outcome, or why the call failed before
+    /// it ran.
+    pub note: Option<String>,
+    pub updated_at: Timestamp,
+}
+
+impl Call {
+    pub fn new(spec: NewCall, at: Timestamp) -> Self {
+        let state = if spec.required_approvals == 0 {
+            CallState::Approved
+        } else {
+            CallState::Pending
+        };
+        let approval_valid_until =
+            (state == CallState::Approved).then(|| at + spec.approval_valid_ms);
+        Call {
+            spec,
+            state,
+            created_at: at,
+            approvals: vec![],
+            rejections: vec![],
+            approval_valid_until,
+            claim: None,
+            outcome: None,
+            note: None,
+            updated_at: at,
+        }
+    }
+
+    pub fn id(&self) -> &CallId {
+        &self.spec.id
+    }
+}

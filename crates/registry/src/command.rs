@@ -1,0 +1,128 @@
+//! The commands that change the registry: each one complete in itself (classification, policy
+//! and timestamps travel inside it), so applying it computes nothing that another version of
+//! the code could compute differently.
+
+use crate::call::{CallId, CallState, NewCall, NodeId, Outcome, Timestamp};
+use crate::resource::{Resource, ResourceKey};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A command as it goes through Raft: the request id lets apply run a retried proposal once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub request_id: Uuid,
+    pub at: Timestamp,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Command {
+    /// Create or change resources, all or none.
+    Put {
+        resources: Vec<Resource>,
+    },
+    /// Remove resources, all or none.
+    Delete {
+        keys: Vec<ResourceKey>,
+    },
+    Propose {
+        call: Box<NewCall>,
+    },
+    Approve {
+        call_id: CallId,
+        approver: String,
+        args_sha256: String,
+        note: String,
+    },
+    Reject {
+        call_id: CallId,
+        approver: String,
+        reason: String,
+    },
+    Cancel {
+        call_id: CallId,
+        principal: String,
+        reason: String,
+    },
+    Expire {
+        call_id: CallId,
+        node: NodeId,
+        epoch: u64,
+    },
+    Claim {
+        call_id: CallId,
+        node: NodeId,
+        epoch: u64,
+        claim_id: String,
+    },
+    Complete {
+        call_id: CallId,
+        claim_id: String,
+        outcome: Outcome,
+    },
+    MarkUnknown {
+        call_id: CallId,
+        node: NodeId,
+        epoch: u64,
+    },
+    Resolve {
+        call_id: CallId,
+        approver: String,
+        outcome: Outcome,
+        note: String,
+    },
+    /// Make `home` the tenant's home node; `epoch` must be above the current one.
+    Place {
+        tenant: String,
+        home: NodeId,
+        epoch: u64,
+    },
+    /// Forget finished calls, their idempotency records and request ids older than `before`.
+    Purge {
+        before: Timestamp,
+    },
+}
+
+/// What applying a command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    Resources {
+        changes: Vec<ResourceChange>,
+    },
+    Call {
+        call_id: CallId,
+        state: CallState,
+    },
+    /// A proposal whose idempotency key and arguments match an earlier call: that call's id.
+    Existing {
+        call_id: CallId,
+        state: CallState,
+    },
+    Placed {
+        tenant: String,
+        home: NodeId,
+        epoch: u64,
+    },
+    Purged {
+        calls: usize,
+        requests: usize,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceChange {
+    pub key: ResourceKey,
+    pub change: Change,
+    pub generation: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Created,
+    Updated,
+    Unchanged,
+    Deleted,
+}

@@ -1,0 +1,220 @@
+//! Approval-mode policy: from a tool's declared maximum and the tenant's policies to the
+//! effective mode of one call, with the rule that produced it. Rules only ever lower a mode:
+//! the effective mode can never exceed the declared maximum, nor leave the taxonomy.
+
+use crate::canonical::sha256_hex;
+use crate::glob::tool_matches;
+use crate::mode::{ApprovalMode, CapabilityClass};
+use crate::resource::{Budget, CompareOp, Condition, ModeSource, PolicySpec, Role, ToolSpec};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How long a pending call waits for approvals when no policy says otherwise.
+pub const DEFAULT_APPROVAL_TTL_SECONDS: u64 = 3_600;
+/// How long an approval stays good for when no policy says otherwise.
+pub const DEFAULT_APPROVAL_VALID_SECONDS: u64 = 900;
+
+/// Everything a decision depends on, gathered by the caller from the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInput<'a> {
+    pub tenant: &'a str,
+    pub tool_name: &'a str,
+    pub tool: &'a ToolSpec,
+    pub tool_generation: u64,
+    pub upstream_trusted: bool,
+    pub roles: &'a [Role],
+    pub intent: Option<ApprovalMode>,
+    pub args: &'a Value,
+    pub args_sha256: &'a str,
+    /// The tenant's policies as (name, spec); order does not matter.
+    pub policies: &'a [(&'a str, &'a PolicySpec)],
+    pub policy_generation: u64,
+}
+
+/// The rule that lowered a call's mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleRef {
+    pub policy: String,
+    pub rule: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Stable for the same inputs: the same call decided twice gets the same id.
+    pub id: String,
+    pub declared: ApprovalMode,
+    pub declared_source: ModeSource,
+    pub effective: ApprovalMode,
+    /// `None` when the declared maximum stands.
+    pub rule: Option<RuleRef>,
+    pub required_approvals: u32,
+    pub approval_ttl_seconds: u64,
+    pub approval_valid_seconds: u64,
+    pub budget: Option<Budget>,
+    pub tool_generation: u64,
+    pub policy_generation: u64,
+}
+
+impl Decision {
+    pub fn needs_approval(&self) -> bool {
+        self.effective.needs_approval()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("tool {tool:?} is denied by policy {policy:?} (pattern {pattern:?})")]
+    Denied {
+        tool: String,
+        policy: String,
+        pattern: String,
+    },
+    #[error("tool {tool:?} is not in any allow list of the tenant's policies")]
+    NotAllowed { tool: String },
+    #[error("the principal declared a read-only intent, and {tool:?} can act")]
+    ReadOnlyIntent { tool: String },
+}
+
+pub fn decide(input: &PolicyInput<'_>) -> Result<Decision, Refusal> {
+    let mut policies: Vec<&(&str, &PolicySpec)> = input
+        .policies
+        .iter()
+        .filter(|(_, p)| p.roles.is_empty() || p.roles.iter().any(|r| input.roles.contains(r)))
+        .collect();
+    policies.sort_by_key(|(name, _)| *name);
+
+    for (name, policy) in &policies {
+        if let Some(pattern) = policy
+            .deny
+            .iter()
+            .find(|p| tool_matches(p, input.tool_name))
+        {
+            return Err(Refusal::Denied {
+                tool: input.tool_name.to_owned(),
+                policy: (*name).to_owned(),
+                pattern: pattern.clone(),
+            });
+        }
+    }
+    let allow_lists: Vec<&String> = policies.iter().flat_map(|(_, p)| &p.allow).collect();
+    if !allow_lists.is_empty() && !allow_lists.iter().any(|p| tool_matches(p, input.tool_name)) {
+        return Err(Refusal::NotAllowed {
+            tool: input.tool_name.to_owned(),
+        });
+    }
+
+    let (declared, declared_source) = input.tool.declared_mode(input.upstream_trusted);
+    let mut effective = declared;
+    let mut rule = None;
+    for (name, policy) in &policies {
+        for r in &policy.rules {
+            let applies = r.mode < effective
+                && tool_matches(&r.tools, input.tool_name)
+                && r.when.iter().all(|c| condition_holds(c, input.args));
+            if applies {
+                effective = r.mode;
+                rule = Some(RuleRef {
+                    policy: (*name).to_owned(),
+                    rule: r.name.clone(),
+                });
+            }
+        }
+    }
+
+    // A read-only intent refuses tools that act; a tool that never said what it is counts as
+    // acting unless its mode is read-only.
+    if input.intent == Some(ApprovalMode::ReadOnly) {
+        let acts = match input.tool.capability_class {
+            Some(class) => class == CapabilityClass::Act,
+            None => effective > ApprovalMode::ReadOnly,
+        };
+        if acts {
+            return Err(Refusal::ReadOnlyIntent {
+                tool: input.tool_name.to_owned(),
+            });
+        }
+    }
+
+    let approvals = policies.iter().filter_map(|(_, p)| p.approvals.as_ref());
+    let required_approvals = approvals.clone().map(|a| a.required).max().unwrap_or(1);
+    let approval_ttl_seconds = approvals
+        .clone()
+        .filter_map(|a| a.ttl_seconds)
+        .min()
+        .unwrap_or(DEFAULT_APPROVAL_TTL_SECONDS);
+    let approval_valid_seconds = approvals
+        .filter_map(|a| a.valid_seconds)
+        .min()
+        .unwrap_or(DEFAULT_APPROVAL_VALID_SECONDS);
+    // The strictest budget that covers the tool: fewest calls per second allowed.
+    let budget = policies
+        .iter()
+        .flat_map(|(_, p)| &p.budgets)
+        .filter(|b| tool_matches(&b.tools, input.tool_name))
+        .min_by(|a, b| (a.calls * b.per_seconds).cmp(&(b.calls * a.per_seconds)))
+        .cloned();
+
+    let id_input = serde_json::json!({
+        "tenant": input.tenant,
+        "tool": input.tool_name,
+        "toolGeneration": input.tool_generation,
+        "policyGeneration": input.policy_generation,
+        "args": input.args_sha256,
+        "roles": input.roles,
+        "effective": effective,
+        "rule": rule,
+    });
+    let id = format!("pd_{}", &sha256_hex(id_input.to_string().as_bytes())[..24]);
+    Ok(Decision {
+        id,
+        declared,
+        declared_source,
+        effective,
+        rule,
+        required_approvals,
+        approval_ttl_seconds,
+        approval_valid_seconds,
+        budget,
+        tool_generation: input.tool_generation,
+        policy_generation: input.policy_generation,
+    })
+}
+
+/// A condition on an argument absent from the call does not hold, so the mode stays higher.
+fn condition_holds(cond: &Condition, args: &Value) -> bool {
+    let actual = if cond.arg.starts_with('/') {
+        args.pointer(&cond.arg)
+    } else {
+        args.get(&cond.arg)
+    };
+    let Some(actual) = actual else {
+        return false;
+    };
+    match cond.op {
+        CompareOp::Eq => json_eq(actual, &cond.value),
+        CompareOp::Ne => !json_eq(actual, &cond.value),
+        ordered => {
+            let (Some(a), Some(b)) = (actual.as_f64(), cond.value.as_f64()) else {
+                return false;
+            };
+            match ordered {
+                CompareOp::Lt => a < b,
+                CompareOp::Le => a <= b,
+                CompareOp::Gt => a > b,
+                CompareOp::Ge => a >= b,
+                CompareOp::Eq | CompareOp::Ne => unreachable!("handled above"),
+            }
+        }
+    }
+}
+
+/// Equality where `1` and `1.0` are the same number.
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) if a.is_number() && b.is_number() => x == y,
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,411 @@
+//! The call lifecycle: DESIGN's propose, approve, execute table, each row a method that checks
+//! its guard and either moves the call or refuses without touching anything.
+
+use super::{Placement, Registry};
+use crate::call::{Call, CallId, CallState, Claim, NewCall, NodeId, Outcome, Timestamp, Verdict};
+use crate::command::Response;
+use crate::error::ApplyError;
+use crate::resource::{Kind, ResourceKey, Role};
+
+impl Registry {
+    pub(super) fn propose(
+        &mut self,
+        spec: &NewCall,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        if self.state.calls.contains_key(&spec.id) {
+            return Err(ApplyError::AlreadyExists(format!("call {}", spec.id)));
+        }
+        if !self.tenant_exists(&spec.tenant) {
+            return Err(ApplyError::NotFound(format!("tenant {}", spec.tenant)));
+        }
+        if spec.effective_mode > spec.highest_mode {
+            return Err(ApplyError::Refused(format!(
+                "effective mode {} is above the tool's maximum {}",
+                spec.effective_mode, spec.highest_mode
+            )));
+        }
+        if spec.effective_mode.needs_approval() && spec.required_approvals == 0 {
+            return Err(ApplyError::Refused(format!(
+                "a {} call needs at least one approval",
+                spec.effective_mode
+            )));
+        }
+        if let Some(key) = &spec.idempotency_key {
+            let slot = (spec.tenant.clone(), spec.chain.agent.clone(), key.clone());
+            if let Some(earlier) = self.state.idempotency.get(&slot) {
+                let call = &self.state.calls[earlier];
+                if call.spec.args_sha256 != spec.args_sha256 {
+                    return Err(ApplyError::IdempotencyConflict {
+                        key: key.clone(),
+                        call: earlier.clone(),
+                    });
+                }
+                return Ok(Response::Existing {
+                    call_id: earlier.clone(),
+                    state: call.state,
+                });
+            }
+            self.state.idempotency.insert(slot, spec.id.clone());
+        }
+        let call = Call::new(spec.clone(), at);
+        let state = call.state;
+        self.state.calls.insert(spec.id.clone(), call);
+        Ok(Response::Call {
+            call_id: spec.id.clone(),
+            state,
+        })
+    }
+
+    pub(super) fn approve(
+        &mut self,
+        id: &CallId,
+        approver: &str,
+        args_sha256: &str,
+        note: &str,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::Pending], "approved")?;
+        self.check_approver(call, approver)?;
+        let approver_user = self.principal(approver).and_then(|p| p.user.as_deref());
+        if call.spec.chain.includes(approver, approver_user) {
+            return Err(ApplyError::InChain {
+                principal: approver.to_owned(),
+                call: id.clone(),
+            });
+        }
+        if call.spec.args_sha256 != args_sha256 {
+            return Err(ApplyError::ArgsMismatch {
+                call: id.clone(),
+                given: args_sha256.to_owned(),
+                actual: call.spec.args_sha256.clone(),
+            });
+        }
+        if call.approvals.iter().any(|v| v.principal == approver) {
+            return Err(ApplyError::AlreadyDecided {
+                principal: approver.to_owned(),
+                call: id.clone(),
+            });
+        }
+        if at >= call.spec.expires_at {
+            return Err(ApplyError::DeadlinePassed {
+                call: id.clone(),
+                deadline: call.spec.expires_at,
+            });
+        }
+        let call = self.call_mut(id);
+        call.approvals.push(Verdict {
+            principal: approver.to_owned(),
+            at,
+            note: note.to_owned(),
+        });
+        if call.approvals.len() >= call.spec.required_approvals as usize {
+            call.state = CallState::Approved;
+            call.approval_valid_until = Some(at + call.spec.approval_valid_ms);
+        }
+        Ok(touched(call, at))
+    }
+
+    pub(super) fn reject(
+        &mut self,
+        id: &CallId,
+        approver: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::Pending], "rejected")?;
+        self.check_approver(call, approver)?;
+        let call = self.call_mut(id);
+        call.rejections.push(Verdict {
+            principal: approver.to_owned(),
+            at,
+            note: reason.to_owned(),
+        });
+        call.state = CallState::Rejected;
+        Ok(touched(call, at))
+    }
+
+    pub(super) fn cancel(
+        &mut self,
+        id: &CallId,
+        principal: &str,
+        reason: &str,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::Pending], "cancelled")?;
+        if !call.spec.chain.includes(principal, None) {
+            return Err(ApplyError::NotInChain {
+                principal: principal.to_owned(),
+                call: id.clone(),
+            });
+        }
+        let call = self.call_mut(id);
+        call.state = CallState::Cancelled;
+        call.note = Some(format!("cancelled by {principal}: {reason}"));
+        Ok(touched(call, at))
+    }
+
+    pub(super) fn expire(
+        &mut self,
+        id: &CallId,
+        node: NodeId,
+        epoch: u64,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::Pending, CallState::Approved], "expired")?;
+        self.check_home(&call.spec.tenant, node, epoch)?;
+        let deadline = match call.state {
+            CallState::Approved => call.approval_valid_until.unwrap_or(call.spec.expires_at),
+            _ => call.spec.expires_at,
+        };
+        if at < deadline {
+            return Err(ApplyError::NotExpired { call: id.clone() });
+        }
+        let call = self.call_mut(id);
+        call.state = CallState::Expired;
+        Ok(touched(call, at))
+    }
+
+    /// Claims an approved call for execution. A retry-safe call left executing under an older
+    /// epoch may be claimed again by the new home; nothing else is ever claimed twice.
+    pub(super) fn claim(
+        &mut self,
+        id: &CallId,
+        node: NodeId,
+        epoch: u64,
+        claim_id: &str,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::Approved, CallState::Executing], "claimed")?;
+        if call.state == CallState::Executing {
+            let stale = call.claim.as_ref().is_some_and(|c| c.epoch < epoch);
+            if !(call.spec.retry_safe && stale) {
+                return Err(ApplyError::WrongState {
+                    call: id.clone(),
+                    state: call.state,
+                    action: "claimed again",
+                });
+            }
+        }
+        self.check_home(&call.spec.tenant, node, epoch)?;
+        if let Some(deadline) = call.approval_valid_until.filter(|d| at >= *d) {
+            return Err(ApplyError::DeadlinePassed {
+                call: id.clone(),
+                deadline,
+            });
+        }
+        let tool_key = ResourceKey {
+            kind: Kind::Tool,
+            tenant: Some(call.spec.tenant.clone()),
+            name: call.spec.tool.clone(),
+        };
+        let shared_tool_key = ResourceKey {
+            tenant: None,
+            ..tool_key.clone()
+        };
+        let tool_generation = match self.generation_of(&tool_key) {
+            0 => self.generation_of(&shared_tool_key),
+            g => g,
+        };
+        let changed = tool_generation != call.spec.tool_generation
+            || self.policy_generation(&call.spec.tenant) != call.spec.policy_generation;
+        let call = self.call_mut(id);
+        if changed {
+            call.state = CallState::Failed;
+            call.note = Some(
+                "policy changed: the tool or the tenant's policy changed after approval".to_owned(),
+            );
+        } else {
+            call.state = CallState::Executing;
+            call.claim = Some(Claim {
+                claim_id: claim_id.to_owned(),
+                node,
+                epoch,
+                at,
+            });
+        }
+        Ok(touched(call, at))
+    }
+
+    /// The claimant reports; it is matched by claim id, whatever the epoch is now.
+    pub(super) fn complete(
+        &mut self,
+        id: &CallId,
+        claim_id: &str,
+        outcome: &Outcome,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(
+            id,
+            &[CallState::Executing, CallState::OutcomeUnknown],
+            "completed",
+        )?;
+        if call.claim.as_ref().is_none_or(|c| c.claim_id != claim_id) {
+            return Err(ApplyError::ClaimMismatch {
+                call: id.clone(),
+                given: claim_id.to_owned(),
+            });
+        }
+        check_outcome(outcome)?;
+        let call = self.call_mut(id);
+        call.state = outcome.state();
+        call.outcome = Some(outcome.clone());
+        Ok(touched(call, at))
+    }
+
+    /// A new home found this call executing under an older epoch, and the tool is not safe to
+    /// run again: nobody knows whether it ran.
+    pub(super) fn mark_unknown(
+        &mut self,
+        id: &CallId,
+        node: NodeId,
+        epoch: u64,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::Executing], "marked unknown")?;
+        self.check_home(&call.spec.tenant, node, epoch)?;
+        if call.claim.as_ref().is_some_and(|c| c.epoch >= epoch) {
+            return Err(ApplyError::Refused(format!(
+                "call {id} is claimed under the current epoch {epoch}"
+            )));
+        }
+        let call = self.call_mut(id);
+        call.state = CallState::OutcomeUnknown;
+        Ok(touched(call, at))
+    }
+
+    pub(super) fn resolve_unknown(
+        &mut self,
+        id: &CallId,
+        approver: &str,
+        outcome: &Outcome,
+        note: &str,
+        at: Timestamp,
+    ) -> Result<Response, ApplyError> {
+        let call = self.call_in(id, &[CallState::OutcomeUnknown], "resolved")?;
+        self.check_approver(call, approver)?;
+        if note.trim().is_empty() {
+            return Err(ApplyError::Refused(
+                "resolving needs a note saying what really happened".to_owned(),
+            ));
+        }
+        check_outcome(outcome)?;
+        let call = self.call_mut(id);
+        call.state = outcome.state();
+        call.outcome = Some(outcome.clone());
+        call.note = Some(format!("resolved by {approver}: {note}"));
+        Ok(touched(call, at))
+    }
+
+    pub(super) fn place(
+        &mut self,
+        tenant: &str,
+        home: NodeId,
+        epoch: u64,
+    ) -> Result<Response, ApplyError> {
+        if !self.tenant_exists(tenant) {
+            return Err(ApplyError::NotFound(format!("tenant {tenant}")));
+        }
+        let current = self.placement(tenant).map_or(0, |p| p.epoch);
+        if epoch <= current {
+            return Err(ApplyError::Refused(format!(
+                "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
+            )));
+        }
+        self.state
+            .placements
+            .insert(tenant.to_owned(), Placement { home, epoch });
+        Ok(Response::Placed {
+            tenant: tenant.to_owned(),
+            home,
+            epoch,
+        })
+    }
+
+    pub(super) fn purge(&mut self, before: Timestamp) -> Response {
+        let old: Vec<CallId> = self
+            .state
+            .calls
+            .values()
+            .filter(|c| c.state.is_finished() && c.updated_at < before)
+            .map(|c| c.spec.id.clone())
+            .collect();
+        for id in &old {
+            self.state.calls.remove(id);
+        }
+        self.state.idempotency.retain(|_, id| !old.contains(id));
+        let requests_before = self.state.requests.len();
+        self.state.requests.retain(|_, r| r.at >= before);
+        Response::Purged {
+            calls: old.len(),
+            requests: requests_before - self.state.requests.len(),
+        }
+    }
+
+    fn call_in(
+        &self,
+        id: &CallId,
+        states: &[CallState],
+        action: &'static str,
+    ) -> Result<&Call, ApplyError> {
+        let call = self
+            .state
+            .calls
+            .get(id)
+            .ok_or_else(|| ApplyError::NotFound(format!("call {id}")))?;
+        if !states.contains(&call.state) {
+            return Err(ApplyError::WrongState {
+                call: id.clone(),
+                state: call.state,
+                action,
+            });
+        }
+        Ok(call)
+    }
+
+    fn call_mut(&mut self, id: &CallId) -> &mut Call {
+        self.state.calls.get_mut(id).expect("checked by call_in")
+    }
+
+    fn check_approver(&self, call: &Call, approver: &str) -> Result<(), ApplyError> {
+        let is_approver = self
+            .principal(approver)
+            .is_some_and(|p| p.has_role(&call.spec.tenant, Role::Approver));
+        if is_approver {
+            Ok(())
+        } else {
+            Err(ApplyError::NotApprover {
+                principal: approver.to_owned(),
+                tenant: call.spec.tenant.clone(),
+            })
+        }
+    }
+
+    fn check_home(&self, tenant: &str, node: NodeId, epoch: u64) -> Result<(), ApplyError> {
+        match self.placement(tenant) {
+            Some(p) if p.home == node && p.epoch == epoch => Ok(()),
+            placement => Err(ApplyError::StaleEpoch {
+                tenant: tenant.to_owned(),
+                node,
+                epoch,
+                home: placement.map(|p| p.home),
+                current: placement.map_or(0, |p| p.epoch),
+            }),
+        }
+    }
+}
+
+fn touched(call: &mut Call, at: Timestamp) -> Response {
+    call.updated_at = at;
+    Response::Call {
+        call_id: call.spec.id.clone(),
+        state: call.state,
+    }
+}
+
+fn check_outcome(outcome: &Outcome) -> Result<(), ApplyError> {
+    match outcome.size_problem() {
+        Some(problem) => Err(ApplyError::Refused(problem)),
+        None => Ok(()),
+    }
+}

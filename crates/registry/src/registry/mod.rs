@@ -1,0 +1,300 @@
+//! The registry's state and its deterministic `apply`. Every node holds the whole registry, so
+//! every read is local; the same sequence of proposals gives a byte-identical state everywhere.
+
+mod calls;
+mod resources;
+
+use crate::call::{Call, CallId, NodeId, Timestamp};
+use crate::cascade::{self, Candidate, Query, Resolution};
+use crate::command::{Command, Proposal, Response};
+use crate::error::ApplyError;
+use crate::resource::{Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, SkillSpec};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// A resource as stored: the resource and the generation that grows on each change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stored {
+    pub resource: Resource,
+    pub generation: u64,
+}
+
+/// Where a tenant's approval queue lives; `epoch` grows on every move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub home: NodeId,
+    pub epoch: u64,
+}
+
+/// A request id already applied, and the answer it got, so a retried proposal gets it again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct AppliedRequest {
+    at: Timestamp,
+    response: Response,
+}
+
+/// Everything the log builds. Only ordered maps, so its serialisation is canonical.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct State {
+    #[serde(with = "pairs")]
+    resources: BTreeMap<ResourceKey, Stored>,
+    /// Generation counters that outlive deletes, so a re-created resource never reuses one.
+    #[serde(with = "pairs")]
+    generations: BTreeMap<ResourceKey, u64>,
+    /// Grows on every change to any of a tenant's policies.
+    policy_generations: BTreeMap<String, u64>,
+    /// The applied index of the last change to the skills a tenant's cascade reads (`None`:
+    /// global skills).
+    #[serde(with = "pairs")]
+    cascade_changed: BTreeMap<Option<String>, u64>,
+    calls: BTreeMap<CallId, Call>,
+    /// (tenant, principal, key) to the call that used the key.
+    #[serde(with = "pairs")]
+    idempotency: BTreeMap<(String, String, String), CallId>,
+    placements: BTreeMap<String, Placement>,
+    requests: BTreeMap<Uuid, AppliedRequest>,
+}
+
+/// Maps whose keys are not strings travel as sequences of pairs, in key order.
+mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
+        map: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Registry {
+    applied_index: u64,
+    state: State,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applies one committed proposal at log index `index`. A refused command leaves the state
+    /// as it was; a request id seen before gets the answer it got the first time.
+    pub fn apply(&mut self, index: u64, proposal: &Proposal) -> Result<Response, ApplyError> {
+        self.applied_index = self.applied_index.max(index);
+        if let Some(done) = self.state.requests.get(&proposal.request_id) {
+            return Ok(done.response.clone());
+        }
+        let at = proposal.at;
+        let response = match &proposal.command {
+            Command::Put { resources } => self.put(index, resources)?,
+            Command::Delete { keys } => self.delete(index, keys)?,
+            Command::Propose { call } => self.propose(call, at)?,
+            Command::Approve {
+                call_id,
+                approver,
+                args_sha256,
+                note,
+            } => self.approve(call_id, approver, args_sha256, note, at)?,
+            Command::Reject {
+                call_id,
+                approver,
+                reason,
+            } => self.reject(call_id, approver, reason, at)?,
+            Command::Cancel {
+                call_id,
+                principal,
+                reason,
+            } => self.cancel(call_id, principal, reason, at)?,
+            Command::Expire {
+                call_id,
+                node,
+                epoch,
+            } => self.expire(call_id, *node, *epoch, at)?,
+            Command::Claim {
+                call_id,
+                node,
+                epoch,
+                claim_id,
+            } => self.claim(call_id, *node, *epoch, claim_id, at)?,
+            Command::Complete {
+                call_id,
+                claim_id,
+                outcome,
+            } => self.complete(call_id, claim_id, outcome, at)?,
+            Command::MarkUnknown {
+                call_id,
+                node,
+                epoch,
+            } => self.mark_unknown(call_id, *node, *epoch, at)?,
+            Command::Resolve {
+                call_id,
+                approver,
+                outcome,
+                note,
+            } => self.resolve_unknown(call_id, approver, outcome, note, at)?,
+            Command::Place {
+                tenant,
+                home,
+                epoch,
+            } => self.place(tenant, *home, *epoch)?,
+            Command::Purge { before } => self.purge(*before),
+        };
+        self.state.requests.insert(
+            proposal.request_id,
+            AppliedRequest {
+                at,
+                response: response.clone(),
+            },
+        );
+        Ok(response)
+    }
+
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
+    }
+
+    /// SHA-256 over the canonical serialisation of the whole state: equal on every node that
+    /// applied the same log.
+    pub fn digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.to_bytes());
+        hex::encode(hasher.finalize())
+    }
+
+    /// The state as bytes, for snapshots. `from_bytes` gives it back.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&(self.applied_index, &self.state)).expect("registry state serialises")
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        let (applied_index, state) = serde_json::from_slice(bytes)?;
+        Ok(Registry {
+            applied_index,
+            state,
+        })
+    }
+
+    pub fn get(&self, key: &ResourceKey) -> Option<&Stored> {
+        self.state.resources.get(key)
+    }
+
+    /// Resources of one kind, optionally of one tenant (`Some(None)` for cluster-wide ones), in
+    /// key order, starting after `after` (for paging).
+    pub fn list<'a>(
+        &'a self,
+        kind: Kind,
+        tenant: Option<Option<&'a str>>,
+        after: Option<&'a ResourceKey>,
+    ) -> impl Iterator<Item = &'a Stored> + 'a {
+        // Keys order by (kind, tenant, name): one tenant's resources of a kind are contiguous.
+        let start = ResourceKey {
+            kind,
+            tenant: tenant.flatten().map(str::to_owned),
+            name: String::new(),
+        };
+        self.state
+            .resources
+            .range(start..)
+            .take_while(move |(k, _)| {
+                k.kind == kind && tenant.is_none_or(|t| k.tenant.as_deref() == t)
+            })
+            .filter(move |(k, _)| after.is_none_or(|a| *k > a))
+            .map(|(_, s)| s)
+    }
+
+    pub fn call(&self, id: &CallId) -> Option<&Call> {
+        self.state.calls.get(id)
+    }
+
+    pub fn calls_of<'a>(&'a self, tenant: &'a str) -> impl Iterator<Item = &'a Call> + 'a {
+        self.state
+            .calls
+            .values()
+            .filter(move |c| c.spec.tenant == tenant)
+    }
+
+    pub fn placement(&self, tenant: &str) -> Option<Placement> {
+        self.state.placements.get(tenant).copied()
+    }
+
+    pub fn principal(&self, name: &str) -> Option<&PrincipalSpec> {
+        let key = ResourceKey {
+            kind: Kind::Principal,
+            tenant: None,
+            name: name.to_owned(),
+        };
+        match self.state.resources.get(&key).map(|s| &s.resource) {
+            Some(Resource::Principal(p)) => Some(&p.spec),
+            _ => None,
+        }
+    }
+
+    pub fn policy_generation(&self, tenant: &str) -> u64 {
+        self.state
+            .policy_generations
+            .get(tenant)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// A tenant's policies as (name, spec).
+    pub fn policies<'a>(&'a self, tenant: &'a str) -> Vec<(&'a str, &'a PolicySpec)> {
+        self.list(Kind::Policy, Some(Some(tenant)), None)
+            .filter_map(|s| match &s.resource {
+                Resource::Policy(p) => Some((p.metadata.name.as_str(), &p.spec)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The skills a tenant's cascade reads: the global ones and the tenant's own. Nothing of
+    /// another tenant is ever offered.
+    pub fn skills_for<'a>(
+        &'a self,
+        tenant: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a SkillSpec)> + 'a {
+        self.list(Kind::Skill, Some(None), None)
+            .chain(self.list(Kind::Skill, Some(Some(tenant)), None))
+            .filter_map(|s| match &s.resource {
+                Resource::Skill(o) => Some((o.metadata.name.as_str(), &o.spec)),
+                _ => None,
+            })
+    }
+
+    /// The applied index of the last change that can alter a tenant's cascade: a cached
+    /// resolution computed at or after it is current.
+    pub fn cascade_changed_at(&self, tenant: &str) -> u64 {
+        let global = self.state.cascade_changed.get(&None).copied().unwrap_or(0);
+        let own = self
+            .state
+            .cascade_changed
+            .get(&Some(tenant.to_owned()))
+            .copied()
+            .unwrap_or(0);
+        global.max(own)
+    }
+
+    pub fn resolve_skills(&self, query: &Query) -> Resolution {
+        cascade::resolve(
+            self.skills_for(&query.tenant)
+                .map(|(name, spec)| Candidate { name, spec }),
+            query,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

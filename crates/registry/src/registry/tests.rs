@@ -1,0 +1,788 @@
+use super::*;
+use crate::call::{CallState, NewCall, Outcome, PrincipalChain};
+use crate::command::{Change, ResourceChange};
+use crate::documents;
+use crate::mode::ApprovalMode;
+use crate::resource::{
+    API_VERSION, Level, Metadata, Object, PrincipalSpec, Role, SkillScope, TenantSpec,
+    ToolOverrides,
+};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const FIXTURE: &str = r#"
+apiVersion: gatehouse.dev/v1
+kind: Tenant
+metadata: {name: acme}
+spec: {}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {name: bot}
+spec:
+  apiKeySha256: "0000000000000000000000000000000000000000000000000000000000000001"
+  roles: {acme: [agent]}
+  user: john
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {name: alice}
+spec:
+  apiKeySha256: "0000000000000000000000000000000000000000000000000000000000000002"
+  roles: {acme: [approver]}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {name: bob}
+spec:
+  apiKeySha256: "0000000000000000000000000000000000000000000000000000000000000003"
+  roles: {acme: [approver]}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {name: john-approver}
+spec:
+  apiKeySha256: "0000000000000000000000000000000000000000000000000000000000000004"
+  roles: {acme: [approver]}
+  user: john
+---
+apiVersion: gatehouse.dev/v1
+kind: Upstream
+metadata: {name: billing}
+spec: {type: http, url: "http://127.0.0.1:9/"}
+---
+apiVersion: gatehouse.dev/v1
+kind: Tool
+metadata: {name: billing.refund, tenant: acme}
+spec:
+  approvalMode: destructive
+  inputSchema: {type: object}
+"#;
+
+struct Harness {
+    registry: Registry,
+    index: u64,
+    clock: u64,
+    next_request: u128,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let mut h = Harness {
+            registry: Registry::new(),
+            index: 0,
+            clock: 1_000_000,
+            next_request: 1,
+        };
+        let resources = documents::parse("fixture.yaml", FIXTURE).into_resources();
+        h.ok(Command::Put { resources });
+        h.ok(Command::Place {
+            tenant: "acme".into(),
+            home: 1,
+            epoch: 1,
+        });
+        h
+    }
+
+    fn proposal(&mut self, command: Command) -> Proposal {
+        self.next_request += 1;
+        self.clock += 10;
+        Proposal {
+            request_id: Uuid::from_u128(self.next_request),
+            at: self.clock,
+            command,
+        }
+    }
+
+    fn run(&mut self, command: Command) -> Result<Response, ApplyError> {
+        let p = self.proposal(command);
+        self.index += 1;
+        self.registry.apply(self.index, &p)
+    }
+
+    fn ok(&mut self, command: Command) -> Response {
+        self.run(command).expect("command applies")
+    }
+
+    /// Runs a command that must be refused, and checks it changed nothing.
+    fn refused(&mut self, command: Command) -> ApplyError {
+        let before = self.registry.state.clone();
+        let err = self.run(command).expect_err("command is refused");
+        assert_eq!(
+            self.registry.state, before,
+            "a refused command changed the state"
+        );
+        err
+    }
+
+    fn propose(&mut self, key: Option<&str>, args: &str, required: u32) -> CallId {
+        let id = CallId::from_random(self.next_request + 1000);
+        let call = NewCall {
+            id: id.clone(),
+            tenant: "acme".into(),
+            tool: "billing.refund".into(),
+            arguments: args.into(),
+            args_sha256: crate::canonical::sha256_hex(args.as_bytes()),
+            chain: PrincipalChain {
+                end_user: Some("john".into()),
+                agent: "bot".into(),
+                a2a_peer: None,
+            },
+            requested_mode: None,
+            effective_mode: if required == 0 {
+                ApprovalMode::LocalWrite
+            } else {
+                ApprovalMode::Destructive
+            },
+            highest_mode: ApprovalMode::Destructive,
+            policy_decision_id: "pd_test".into(),
+            tool_generation: 1,
+            policy_generation: 0,
+            idempotency_key: key.map(str::to_owned),
+            retry_safe: false,
+            required_approvals: required,
+            expires_at: self.clock + 60_000,
+            approval_valid_ms: 30_000,
+        };
+        match self.ok(Command::Propose {
+            call: Box::new(call),
+        }) {
+            Response::Call { call_id, .. } | Response::Existing { call_id, .. } => call_id,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn approve(&mut self, id: &CallId, who: &str) -> Result<Response, ApplyError> {
+        let hash = self.registry.call(id).unwrap().spec.args_sha256.clone();
+        self.run(Command::Approve {
+            call_id: id.clone(),
+            approver: who.into(),
+            args_sha256: hash,
+            note: "ok".into(),
+        })
+    }
+
+    fn state_of(&self, id: &CallId) -> CallState {
+        self.registry.call(id).unwrap().state
+    }
+
+    fn claim(
+        &mut self,
+        id: &CallId,
+        node: u64,
+        epoch: u64,
+        claim: &str,
+    ) -> Result<Response, ApplyError> {
+        self.run(Command::Claim {
+            call_id: id.clone(),
+            node,
+            epoch,
+            claim_id: claim.into(),
+        })
+    }
+}
+
+fn done() -> Outcome {
+    Outcome::Succeeded {
+        output_sha256: "ab".repeat(32),
+        output_len: 2,
+        result: Some("{}".into()),
+    }
+}
+
+fn tenant(name: &str, display: &str) -> Resource {
+    Resource::Tenant(Object {
+        api_version: API_VERSION.into(),
+        metadata: Metadata {
+            name: name.into(),
+            tenant: None,
+            labels: BTreeMap::new(),
+        },
+        spec: TenantSpec {
+            display_name: Some(display.into()),
+            description: String::new(),
+        },
+    })
+}
+
+#[test]
+fn generations_grow_on_change_only() {
+    let mut h = Harness::new();
+    let first = h.ok(Command::Put {
+        resources: vec![tenant("globex", "Globex")],
+    });
+    let again = h.ok(Command::Put {
+        resources: vec![tenant("globex", "Globex")],
+    });
+    let changed = h.ok(Command::Put {
+        resources: vec![tenant("globex", "Globex Corp")],
+    });
+    let summary = |r: Response| match r {
+        Response::Resources { changes } => changes
+            .into_iter()
+            .map(|c| (c.change, c.generation))
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(summary(first), [(Change::Created, 1)]);
+    assert_eq!(summary(again), [(Change::Unchanged, 1)]);
+    assert_eq!(summary(changed), [(Change::Updated, 2)]);
+}
+
+#[test]
+fn a_recreated_resource_never_reuses_a_generation() {
+    let mut h = Harness::new();
+    h.ok(Command::Put {
+        resources: vec![tenant("globex", "G")],
+    });
+    h.ok(Command::Delete {
+        keys: vec![tenant("globex", "G").key()],
+    });
+    let again = h.ok(Command::Put {
+        resources: vec![tenant("globex", "G")],
+    });
+    assert!(
+        matches!(again, Response::Resources { changes } if changes[0] == ResourceChange {
+        key: tenant("globex", "G").key(), change: Change::Created, generation: 2 })
+    );
+}
+
+#[test]
+fn a_batch_with_one_bad_resource_changes_nothing() {
+    let mut h = Harness::new();
+    let mut orphan = tenant("x", "x");
+    if let Resource::Tenant(t) = &mut orphan {
+        t.metadata.name = "Not A Name".into();
+    }
+    let err = h.refused(Command::Put {
+        resources: vec![tenant("globex", "G"), orphan],
+    });
+    assert!(matches!(err, ApplyError::Invalid { .. }), "{err}");
+}
+
+#[test]
+fn resources_of_a_missing_tenant_are_refused() {
+    let mut h = Harness::new();
+    let text = FIXTURE.replace(
+        "billing.refund, tenant: acme",
+        "billing.refund, tenant: nobody",
+    );
+    let tool = documents::parse("t.yaml", &text)
+        .into_resources()
+        .pop()
+        .unwrap();
+    let err = h.refused(Command::Put {
+        resources: vec![tool],
+    });
+    assert!(err.to_string().contains("tenant nobody"), "{err}");
+}
+
+#[test]
+fn a_tenant_in_use_cannot_be_deleted() {
+    let mut h = Harness::new();
+    let err = h.refused(Command::Delete {
+        keys: vec![tenant("acme", "").key()],
+    });
+    assert!(matches!(err, ApplyError::InUse { .. }), "{err}");
+}
+
+#[test]
+fn n_of_m_approvals_then_claim_and_complete() {
+    let mut h = Harness::new();
+    let id = h.propose(None, r#"{"amount":5}"#, 2);
+    assert_eq!(h.state_of(&id), CallState::Pending);
+    h.approve(&id, "alice").unwrap();
+    assert_eq!(h.state_of(&id), CallState::Pending, "one of two approvals");
+    // Nothing is claimed before the approvals are in.
+    assert!(matches!(
+        h.claim(&id, 1, 1, "c1"),
+        Err(ApplyError::WrongState { .. })
+    ));
+    h.approve(&id, "bob").unwrap();
+    assert_eq!(h.state_of(&id), CallState::Approved);
+    h.claim(&id, 1, 1, "c1").unwrap();
+    assert_eq!(h.state_of(&id), CallState::Executing);
+    let err = h.refused(Command::Claim {
+        call_id: id.clone(),
+        node: 1,
+        epoch: 1,
+        claim_id: "c2".into(),
+    });
+    assert!(
+        matches!(err, ApplyError::WrongState { .. }),
+        "at most one live claim: {err}"
+    );
+    let err = h.refused(Command::Complete {
+        call_id: id.clone(),
+        claim_id: "c2".into(),
+        outcome: done(),
+    });
+    assert!(matches!(err, ApplyError::ClaimMismatch { .. }));
+    h.ok(Command::Complete {
+        call_id: id.clone(),
+        claim_id: "c1".into(),
+        outcome: done(),
+    });
+    assert_eq!(h.state_of(&id), CallState::Succeeded);
+}
+
+#[test]
+fn nobody_in_the_chain_and_no_non_approver_may_approve() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 1);
+    let hash = h.registry.call(&id).unwrap().spec.args_sha256.clone();
+    let approve = |who: &str| Command::Approve {
+        call_id: id.clone(),
+        approver: who.into(),
+        args_sha256: hash.clone(),
+        note: String::new(),
+    };
+    assert!(matches!(
+        h.refused(approve("bot")),
+        ApplyError::NotApprover { .. }
+    ));
+    assert!(
+        matches!(
+            h.refused(approve("john-approver")),
+            ApplyError::InChain { .. }
+        ),
+        "bound to the end user"
+    );
+    assert!(matches!(
+        h.refused(approve("mallory")),
+        ApplyError::NotApprover { .. }
+    ));
+    h.ok(approve("alice"));
+    assert_eq!(h.state_of(&id), CallState::Approved);
+}
+
+#[test]
+fn an_approval_is_bound_to_the_argument_hash() {
+    let mut h = Harness::new();
+    let id = h.propose(None, r#"{"amount":5}"#, 1);
+    let err = h.refused(Command::Approve {
+        call_id: id.clone(),
+        approver: "alice".into(),
+        args_sha256: crate::canonical::sha256_hex(br#"{"amount":50000}"#),
+        note: String::new(),
+    });
+    assert!(matches!(err, ApplyError::ArgsMismatch { .. }));
+}
+
+#[test]
+fn one_rejection_vetoes_and_a_replayed_approval_is_refused() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 2);
+    h.approve(&id, "alice").unwrap();
+    assert!(matches!(
+        h.approve(&id, "alice"),
+        Err(ApplyError::AlreadyDecided { .. })
+    ));
+    h.ok(Command::Reject {
+        call_id: id.clone(),
+        approver: "bob".into(),
+        reason: "no".into(),
+    });
+    assert_eq!(h.state_of(&id), CallState::Rejected);
+    assert!(matches!(
+        h.approve(&id, "bob"),
+        Err(ApplyError::WrongState { .. })
+    ));
+}
+
+#[test]
+fn only_the_chain_may_cancel() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 1);
+    let cancel = |who: &str| Command::Cancel {
+        call_id: id.clone(),
+        principal: who.into(),
+        reason: "r".into(),
+    };
+    assert!(matches!(
+        h.refused(cancel("alice")),
+        ApplyError::NotInChain { .. }
+    ));
+    h.ok(cancel("bot"));
+    assert_eq!(h.state_of(&id), CallState::Cancelled);
+}
+
+#[test]
+fn expiry_needs_the_deadline_and_the_homes_epoch() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 1);
+    let expire = |node, epoch| Command::Expire {
+        call_id: id.clone(),
+        node,
+        epoch,
+    };
+    assert!(matches!(
+        h.refused(expire(1, 1)),
+        ApplyError::NotExpired { .. }
+    ));
+    h.clock += 120_000;
+    assert!(matches!(
+        h.refused(expire(2, 1)),
+        ApplyError::StaleEpoch { .. }
+    ));
+    assert!(matches!(
+        h.refused(expire(1, 0)),
+        ApplyError::StaleEpoch { .. }
+    ));
+    h.ok(expire(1, 1));
+    assert_eq!(h.state_of(&id), CallState::Expired);
+}
+
+#[test]
+fn a_claim_after_a_policy_change_fails_the_call() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 1);
+    h.approve(&id, "alice").unwrap();
+    let policy = documents::parse(
+        "p.yaml",
+        "apiVersion: gatehouse.dev/v1\nkind: Policy\nmetadata: {name: p, tenant: acme}\nspec: {deny: [\"x.*\"]}\n",
+    )
+    .into_resources();
+    h.ok(Command::Put { resources: policy });
+    h.claim(&id, 1, 1, "c1").unwrap();
+    let call = h.registry.call(&id).unwrap();
+    assert_eq!(call.state, CallState::Failed);
+    assert!(call.note.as_deref().unwrap().contains("policy changed"));
+    assert!(call.claim.is_none(), "nothing was claimed, so nothing runs");
+}
+
+#[test]
+fn a_claim_by_a_stale_epoch_is_refused() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 0);
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    assert!(matches!(
+        h.claim(&id, 1, 1, "c1"),
+        Err(ApplyError::StaleEpoch { .. })
+    ));
+    h.claim(&id, 2, 2, "c1").unwrap();
+}
+
+#[test]
+fn a_lost_home_leaves_a_non_idempotent_call_unknown_until_resolved() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 0);
+    h.claim(&id, 1, 1, "old").unwrap();
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    // The new home may not run it again.
+    assert!(matches!(
+        h.claim(&id, 2, 2, "new"),
+        Err(ApplyError::WrongState { .. })
+    ));
+    h.ok(Command::MarkUnknown {
+        call_id: id.clone(),
+        node: 2,
+        epoch: 2,
+    });
+    assert_eq!(h.state_of(&id), CallState::OutcomeUnknown);
+    let err = h.refused(Command::Resolve {
+        call_id: id.clone(),
+        approver: "alice".into(),
+        outcome: done(),
+        note: " ".into(),
+    });
+    assert!(matches!(err, ApplyError::Refused(_)));
+    h.ok(Command::Resolve {
+        call_id: id.clone(),
+        approver: "alice".into(),
+        outcome: done(),
+        note: "ran, checked the ledger".into(),
+    });
+    assert_eq!(h.state_of(&id), CallState::Succeeded);
+}
+
+#[test]
+fn the_old_claimant_may_still_report_late() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 0);
+    h.claim(&id, 1, 1, "old").unwrap();
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    h.ok(Command::MarkUnknown {
+        call_id: id.clone(),
+        node: 2,
+        epoch: 2,
+    });
+    h.ok(Command::Complete {
+        call_id: id.clone(),
+        claim_id: "old".into(),
+        outcome: Outcome::Failed {
+            error: "timeout".into(),
+        },
+    });
+    assert_eq!(h.state_of(&id), CallState::Failed);
+}
+
+#[test]
+fn a_retry_safe_call_may_be_reclaimed_by_a_new_home() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 0);
+    h.registry.state.calls.get_mut(&id).unwrap().spec.retry_safe = true;
+    h.claim(&id, 1, 1, "old").unwrap();
+    assert!(
+        h.claim(&id, 1, 1, "again").is_err(),
+        "not under the same epoch"
+    );
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    h.claim(&id, 2, 2, "new").unwrap();
+    assert_eq!(
+        h.registry
+            .call(&id)
+            .unwrap()
+            .claim
+            .as_ref()
+            .unwrap()
+            .claim_id,
+        "new"
+    );
+}
+
+#[test]
+fn idempotency_keys_return_the_first_call_or_refuse_other_arguments() {
+    let mut h = Harness::new();
+    let first = h.propose(Some("k1"), r#"{"a":1}"#, 1);
+    let again = h.propose(Some("k1"), r#"{"a":1}"#, 1);
+    assert_eq!(first, again);
+    assert_eq!(h.registry.calls_of("acme").count(), 1);
+    let id = CallId::from_random(42);
+    let mut other = h.registry.call(&first).unwrap().spec.clone();
+    other.id = id;
+    other.args_sha256 = crate::canonical::sha256_hex(br#"{"a":2}"#);
+    let err = h.refused(Command::Propose {
+        call: Box::new(other),
+    });
+    assert!(matches!(err, ApplyError::IdempotencyConflict { .. }));
+}
+
+#[test]
+fn a_retried_request_id_is_applied_once() {
+    let mut h = Harness::new();
+    let p = h.proposal(Command::Put {
+        resources: vec![tenant("globex", "G")],
+    });
+    let first = h.registry.apply(100, &p).unwrap();
+    let update = h.proposal(Command::Put {
+        resources: vec![tenant("globex", "G2")],
+    });
+    h.registry.apply(101, &update).unwrap();
+    let retried = h.registry.apply(102, &p).unwrap();
+    assert_eq!(first, retried);
+    let key = tenant("globex", "").key();
+    assert_eq!(
+        h.registry.get(&key).unwrap().generation,
+        2,
+        "the retry did not apply again"
+    );
+}
+
+#[test]
+fn purge_forgets_finished_calls_and_their_keys() {
+    let mut h = Harness::new();
+    let id = h.propose(Some("k"), "{}", 1);
+    h.ok(Command::Cancel {
+        call_id: id.clone(),
+        principal: "bot".into(),
+        reason: String::new(),
+    });
+    let open = h.propose(None, r#"{"b":1}"#, 1);
+    let cut = h.clock + 1;
+    let Response::Purged { calls, .. } = h.ok(Command::Purge { before: cut }) else {
+        panic!()
+    };
+    assert_eq!(calls, 1);
+    assert!(h.registry.call(&id).is_none());
+    assert!(
+        h.registry.call(&open).is_some(),
+        "unfinished calls are kept"
+    );
+    let fresh = h.propose(Some("k"), r#"{"other":true}"#, 1);
+    assert_ne!(fresh, id, "the key is free again");
+}
+
+#[test]
+fn effective_mode_above_the_maximum_is_refused() {
+    let mut h = Harness::new();
+    let id = CallId::from_random(7);
+    let mut call = {
+        let first = h.propose(None, "{}", 1);
+        h.registry.call(&first).unwrap().spec.clone()
+    };
+    call.id = id;
+    call.highest_mode = ApprovalMode::Network;
+    assert!(matches!(
+        h.refused(Command::Propose {
+            call: Box::new(call)
+        }),
+        ApplyError::Refused(_)
+    ));
+}
+
+#[test]
+fn cascade_change_marks_follow_skill_writes() {
+    let mut h = Harness::new();
+    let before = h.registry.cascade_changed_at("acme");
+    let skill = Resource::Skill(Object {
+        api_version: API_VERSION.into(),
+        metadata: Metadata {
+            name: "s".into(),
+            tenant: None,
+            labels: BTreeMap::new(),
+        },
+        spec: crate::resource::SkillSpec {
+            scope: SkillScope {
+                level: Level::Tenant,
+                tenant: Some("acme".into()),
+                tool_pattern: None,
+                user: None,
+            },
+            priority: 0,
+            key: None,
+            instructions: "Be brief.".into(),
+            required_capabilities: vec![],
+            tool_overrides: ToolOverrides::default(),
+            enabled: true,
+        },
+    });
+    h.ok(Command::Put {
+        resources: vec![skill],
+    });
+    assert!(h.registry.cascade_changed_at("acme") > before);
+    assert_eq!(h.registry.cascade_changed_at("other"), 0);
+    let r = h.registry.resolve_skills(&crate::cascade::Query {
+        tenant: "acme".into(),
+        tool: "a.b".into(),
+        user: None,
+    });
+    assert_eq!(r.resolved_context, "Be brief.");
+}
+
+#[test]
+fn snapshot_bytes_round_trip_to_the_same_digest() {
+    let mut h = Harness::new();
+    h.propose(Some("k"), "{}", 1);
+    let copy = Registry::from_bytes(&h.registry.to_bytes()).unwrap();
+    assert_eq!(copy.digest(), h.registry.digest());
+    assert_eq!(copy, h.registry);
+}
+
+fn principal(name: &str, role: Role) -> Resource {
+    Resource::Principal(Object {
+        api_version: API_VERSION.into(),
+        metadata: Metadata {
+            name: name.into(),
+            tenant: None,
+            labels: BTreeMap::new(),
+        },
+        spec: PrincipalSpec {
+            api_key_sha256: Some("0".repeat(64)),
+            roles: BTreeMap::from([("acme".to_owned(), vec![role])]),
+            ..Default::default()
+        },
+    })
+}
+
+/// A small command language for the determinism property: each step is one of a handful of
+/// commands, some of which will be refused depending on what came before.
+fn arb_step() -> impl Strategy<Value = (u8, u8)> {
+    (0u8..8, 0u8..4)
+}
+
+fn step_command(h: &Harness, kind: u8, arg: u8) -> Command {
+    let call_ids: Vec<CallId> = h.registry.state.calls.keys().cloned().collect();
+    let pick = |n: u8| {
+        call_ids
+            .get(n as usize % call_ids.len().max(1))
+            .cloned()
+            .unwrap_or(CallId("none".into()))
+    };
+    match kind {
+        0 => Command::Put {
+            resources: vec![tenant(&format!("t{arg}"), &format!("T{arg}"))],
+        },
+        1 => Command::Put {
+            resources: vec![principal(&format!("p{arg}"), Role::Approver)],
+        },
+        2 => Command::Delete {
+            keys: vec![tenant(&format!("t{arg}"), "").key()],
+        },
+        3 => Command::Approve {
+            call_id: pick(arg),
+            approver: format!("p{}", arg % 2),
+            args_sha256: h
+                .registry
+                .state
+                .calls
+                .get(&pick(arg))
+                .map(|c| c.spec.args_sha256.clone())
+                .unwrap_or_default(),
+            note: String::new(),
+        },
+        4 => Command::Reject {
+            call_id: pick(arg),
+            approver: "alice".into(),
+            reason: String::new(),
+        },
+        5 => Command::Claim {
+            call_id: pick(arg),
+            node: 1,
+            epoch: 1,
+            claim_id: format!("c{arg}"),
+        },
+        6 => Command::Complete {
+            call_id: pick(arg),
+            claim_id: format!("c{arg}"),
+            outcome: done(),
+        },
+        _ => Command::Place {
+            tenant: "acme".into(),
+            home: u64::from(arg),
+            epoch: u64::from(arg) + 1,
+        },
+    }
+}
+
+proptest! {
+    #[test]
+    fn apply_is_deterministic(steps in prop::collection::vec(arb_step(), 1..40), calls in 0u8..4) {
+        let run = || {
+            let mut h = Harness::new();
+            for i in 0..calls {
+                h.propose(None, &format!("{{\"n\":{i}}}"), u32::from(i % 2));
+            }
+            let mut outcomes = Vec::new();
+            for &(kind, arg) in &steps {
+                let command = step_command(&h, kind, arg);
+                outcomes.push(h.run(command).map_err(|e| e.to_string()));
+            }
+            (h.registry.to_bytes(), h.registry.digest(), outcomes)
+        };
+        let (bytes_a, digest_a, out_a) = run();
+        let (bytes_b, digest_b, out_b) = run();
+        prop_assert_eq!(&out_a, &out_b);
+        prop_assert_eq!(digest_a, digest_b);
+        prop_assert!(bytes_a == bytes_b, "state bytes differ");
+        // And a snapshot of the state carries exactly that digest.
+        let restored = Registry::from_bytes(&bytes_a).unwrap();
+        prop_assert_eq!(restored.to_bytes(), bytes_a);
+    }
+}

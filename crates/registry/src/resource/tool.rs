@@ -1,0 +1,229 @@
+use super::Problem;
+use crate::mode::{ApprovalMode, CapabilityClass};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A capability the gateway can call: `upstream.tool`. An admin's declaration and an upstream's
+/// discovered listing share this shape; only an admin sets `approvalMode`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSpec {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default = "object_schema")]
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// The declared maximum mode. When absent the upstream's annotations decide, if it is
+    /// trusted; otherwise the tool is `destructive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<ApprovalMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_class: Option<CapabilityClass>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
+    /// Argument name to the limits its value must keep.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub constraints: BTreeMap<String, ArgConstraint>,
+}
+
+fn object_schema() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+/// MCP's tool annotations, as hints: only a trusted upstream's are believed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolAnnotations {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgConstraint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub one_of: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// Where a tool's declared maximum mode came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeSource {
+    Admin,
+    Annotations,
+    FailSafe,
+}
+
+impl ToolSpec {
+    /// The declared maximum mode, by DESIGN's mapping. An untrusted upstream's hints, or none at
+    /// all, mean `destructive`: MCP's own default for `destructiveHint` is true.
+    pub fn declared_mode(&self, upstream_trusted: bool) -> (ApprovalMode, ModeSource) {
+        if let Some(mode) = self.approval_mode {
+            return (mode, ModeSource::Admin);
+        }
+        let hints = match (&self.annotations, upstream_trusted) {
+            (Some(hints), true) => hints,
+            _ => return (ApprovalMode::Destructive, ModeSource::FailSafe),
+        };
+        let mode = if hints.read_only_hint == Some(true) {
+            ApprovalMode::ReadOnly
+        } else if hints.destructive_hint != Some(false) {
+            ApprovalMode::Destructive
+        } else if hints.open_world_hint == Some(false) {
+            ApprovalMode::LocalWrite
+        } else {
+            ApprovalMode::Network
+        };
+        (mode, ModeSource::Annotations)
+    }
+
+    /// Safe to retry and to re-claim after a failover.
+    pub fn idempotent(&self) -> bool {
+        self.annotations
+            .as_ref()
+            .is_some_and(|a| a.idempotent_hint == Some(true))
+    }
+
+    pub(super) fn validate(&self, problems: &mut Vec<Problem>) {
+        if !self.input_schema.is_object() {
+            problems.push(Problem::new(
+                "spec.inputSchema",
+                "must be a JSON Schema object",
+            ));
+        } else if let Err(e) = jsonschema::draft202012::meta::validate(&self.input_schema) {
+            problems.push(Problem::new(
+                "spec.inputSchema",
+                format!("not a valid draft 2020-12 schema: {e}"),
+            ));
+        }
+        if let Some(schema) = &self.output_schema
+            && let Err(e) = jsonschema::draft202012::meta::validate(schema)
+        {
+            problems.push(Problem::new(
+                "spec.outputSchema",
+                format!("not a valid draft 2020-12 schema: {e}"),
+            ));
+        }
+        for (i, category) in self.categories.iter().enumerate() {
+            if category.trim().is_empty() {
+                problems.push(Problem::new(
+                    format!("spec.categories[{i}]"),
+                    "must not be empty",
+                ));
+            }
+        }
+        for (arg, c) in &self.constraints {
+            let field = format!("spec.constraints.{arg}");
+            if let (Some(min), Some(max)) = (c.min, c.max)
+                && min > max
+            {
+                problems.push(Problem::new(
+                    &field,
+                    format!("min {min} is above max {max}"),
+                ));
+            }
+            if let Some(pattern) = &c.pattern
+                && let Err(e) = regex::Regex::new(pattern)
+            {
+                problems.push(Problem::new(
+                    format!("{field}.pattern"),
+                    format!("not a regular expression: {e}"),
+                ));
+            }
+            if c.one_of.as_ref().is_some_and(Vec::is_empty) {
+                problems.push(Problem::new(
+                    format!("{field}.enum"),
+                    "must list at least one value",
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(annotations: Option<ToolAnnotations>, approval_mode: Option<ApprovalMode>) -> ToolSpec {
+        ToolSpec {
+            description: String::new(),
+            input_schema: object_schema(),
+            output_schema: None,
+            annotations,
+            approval_mode,
+            capability_class: None,
+            categories: vec![],
+            constraints: BTreeMap::new(),
+        }
+    }
+
+    fn hints(ro: Option<bool>, destructive: Option<bool>, open: Option<bool>) -> ToolAnnotations {
+        ToolAnnotations {
+            read_only_hint: ro,
+            destructive_hint: destructive,
+            open_world_hint: open,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn annotations_map_to_modes_for_trusted_upstreams() {
+        let cases = [
+            (hints(Some(true), None, None), ApprovalMode::ReadOnly),
+            (hints(None, Some(true), None), ApprovalMode::Destructive),
+            (hints(None, None, None), ApprovalMode::Destructive),
+            (hints(None, Some(false), None), ApprovalMode::Network),
+            (hints(None, Some(false), Some(true)), ApprovalMode::Network),
+            (
+                hints(None, Some(false), Some(false)),
+                ApprovalMode::LocalWrite,
+            ),
+        ];
+        for (h, want) in cases {
+            let (got, source) = tool(Some(h.clone()), None).declared_mode(true);
+            assert_eq!((got, source), (want, ModeSource::Annotations), "{h:?}");
+        }
+    }
+
+    #[test]
+    fn untrusted_or_missing_metadata_is_destructive() {
+        let read_only = hints(Some(true), None, None);
+        assert_eq!(
+            tool(Some(read_only), None).declared_mode(false),
+            (ApprovalMode::Destructive, ModeSource::FailSafe)
+        );
+        assert_eq!(
+            tool(None, None).declared_mode(true),
+            (ApprovalMode::Destructive, ModeSource::FailSafe)
+        );
+    }
+
+    #[test]
+    fn the_admins_declaration_wins_over_annotations() {
+        let read_only = hints(Some(true), None, None);
+        assert_eq!(
+            tool(Some(read_only), Some(ApprovalMode::Delegated)).declared_mode(true),
+            (ApprovalMode::Delegated, ModeSource::Admin)
+        );
+    }
+}

@@ -3,6 +3,8 @@
 //! the code could compute differently.
 
 use crate::call::{CallId, CallState, NewCall, NodeId, Outcome, Timestamp};
+use crate::canonical;
+use crate::error::ApplyError;
 use crate::resource::{Resource, ResourceKey};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -125,4 +127,55 @@ pub enum Change {
     Updated,
     Unchanged,
     Deleted,
+}
+
+impl Command {
+    /// The checks made before a command is proposed. Apply does not repeat them: a node running
+    /// newer validation code (a new secret pattern, a schema draft) must never reach another
+    /// verdict on a committed entry than the node that proposed it.
+    pub fn validate(&self) -> Result<(), ApplyError> {
+        match self {
+            Command::Put { resources } => {
+                if resources.is_empty() {
+                    return Err(ApplyError::Refused("nothing to put".into()));
+                }
+                for resource in resources {
+                    let problems = resource.validate();
+                    if !problems.is_empty() {
+                        return Err(ApplyError::Invalid {
+                            key: resource.key(),
+                            problems,
+                        });
+                    }
+                }
+                Ok(())
+            }
+            Command::Delete { keys } if keys.is_empty() => {
+                Err(ApplyError::Refused("nothing to delete".into()))
+            }
+            Command::Propose { call } => {
+                if canonical::sha256_hex(call.arguments.as_bytes()) != call.args_sha256 {
+                    return Err(ApplyError::Refused(
+                        "args_sha256 is not the digest of the arguments".into(),
+                    ));
+                }
+                Ok(())
+            }
+            Command::Complete { outcome, .. } | Command::Resolve { outcome, .. } => {
+                match outcome.size_problem() {
+                    Some(problem) => Err(ApplyError::Refused(problem)),
+                    None => Ok(()),
+                }
+            }
+            Command::Delete { .. }
+            | Command::Approve { .. }
+            | Command::Reject { .. }
+            | Command::Cancel { .. }
+            | Command::Expire { .. }
+            | Command::Claim { .. }
+            | Command::MarkUnknown { .. }
+            | Command::Place { .. }
+            | Command::Purge { .. } => Ok(()),
+        }
+    }
 }

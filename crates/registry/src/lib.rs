@@ -16,6 +16,7 @@ pub mod documents;
 pub mod error;
 pub mod glob;
 pub mod mode;
+pub mod plan;
 pub mod policy;
 pub mod registry;
 pub mod resource;

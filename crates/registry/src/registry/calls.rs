@@ -5,7 +5,7 @@ use super::{Placement, Registry};
 use crate::call::{Call, CallId, CallState, Claim, NewCall, NodeId, Outcome, Timestamp, Verdict};
 use crate::command::Response;
 use crate::error::ApplyError;
-use crate::resource::{Kind, ResourceKey, Role};
+use crate::resource::Role;
 
 impl Registry {
     pub(super) fn propose(
@@ -194,19 +194,9 @@ impl Registry {
                 deadline,
             });
         }
-        let tool_key = ResourceKey {
-            kind: Kind::Tool,
-            tenant: Some(call.spec.tenant.clone()),
-            name: call.spec.tool.clone(),
-        };
-        let shared_tool_key = ResourceKey {
-            tenant: None,
-            ..tool_key.clone()
-        };
-        let tool_generation = match self.generation_of(&tool_key) {
-            0 => self.generation_of(&shared_tool_key),
-            g => g,
-        };
+        let tool_generation = self
+            .tool(&call.spec.tenant, &call.spec.tool)
+            .map_or(0, |(_, generation)| generation);
         let changed = tool_generation != call.spec.tool_generation
             || self.policy_generation(&call.spec.tenant) != call.spec.policy_generation;
         let call = self.call_mut(id);
@@ -246,7 +236,6 @@ impl Registry {
                 given: claim_id.to_owned(),
             });
         }
-        check_outcome(outcome)?;
         let call = self.call_mut(id);
         call.state = outcome.state();
         call.outcome = Some(outcome.clone());
@@ -289,7 +278,6 @@ impl Registry {
                 "resolving needs a note saying what really happened".to_owned(),
             ));
         }
-        check_outcome(outcome)?;
         let call = self.call_mut(id);
         call.state = outcome.state();
         call.outcome = Some(outcome.clone());
@@ -400,12 +388,5 @@ fn touched(call: &mut Call, at: Timestamp) -> Response {
     Response::Call {
         call_id: call.spec.id.clone(),
         state: call.state,
-    }
-}
-
-fn check_outcome(outcome: &Outcome) -> Result<(), ApplyError> {
-    match outcome.size_problem() {
-        Some(problem) => Err(ApplyError::Refused(problem)),
-        None => Ok(()),
     }
 }

@@ -2,6 +2,7 @@
 //! every read is local; the same sequence of proposals gives a byte-identical state everywhere.
 
 mod calls;
+mod lookup;
 mod resources;
 
 use crate::call::{Call, CallId, NodeId, Timestamp};

@@ -94,7 +94,9 @@ impl Harness {
         }
     }
 
+    /// As a proposer does: validate, then propose and apply.
     fn run(&mut self, command: Command) -> Result<Response, ApplyError> {
+        command.validate()?;
         let p = self.proposal(command);
         self.index += 1;
         self.registry.apply(self.index, &p)
@@ -250,14 +252,51 @@ fn a_recreated_resource_never_reuses_a_generation() {
 #[test]
 fn a_batch_with_one_bad_resource_changes_nothing() {
     let mut h = Harness::new();
-    let mut orphan = tenant("x", "x");
-    if let Resource::Tenant(t) = &mut orphan {
-        t.metadata.name = "Not A Name".into();
-    }
+    let text = FIXTURE.replace(
+        "billing.refund, tenant: acme",
+        "billing.refund, tenant: nobody",
+    );
+    let orphan = documents::parse("t.yaml", &text)
+        .into_resources()
+        .pop()
+        .unwrap();
     let err = h.refused(Command::Put {
         resources: vec![tenant("globex", "G"), orphan],
     });
-    assert!(matches!(err, ApplyError::Invalid { .. }), "{err}");
+    assert!(matches!(err, ApplyError::NotFound(_)), "{err}");
+    assert!(h.registry.get(&tenant("globex", "G").key()).is_none());
+}
+
+#[test]
+fn invalid_resources_are_refused_before_proposal() {
+    let mut bad = tenant("x", "x");
+    if let Resource::Tenant(t) = &mut bad {
+        t.metadata.name = "Not A Name".into();
+    }
+    let err = Command::Put {
+        resources: vec![tenant("globex", "G"), bad],
+    }
+    .validate()
+    .unwrap_err();
+    assert!(
+        matches!(err, ApplyError::Invalid { ref problems, .. } if problems[0].field == "metadata.name"),
+        "{err}"
+    );
+}
+
+#[test]
+fn apply_does_not_rerun_validation_on_committed_entries() {
+    // A committed entry is applied as it is, even where this version's checks would now refuse
+    // it: every node must reach the same state from the same log.
+    let mut h = Harness::new();
+    let mut renamed = tenant("x", "x");
+    if let Resource::Tenant(t) = &mut renamed {
+        t.metadata.name = "Legacy Name".into();
+    }
+    let p = h.proposal(Command::Put {
+        resources: vec![renamed],
+    });
+    assert!(h.registry.apply(1_000, &p).is_ok());
 }
 
 #[test]
@@ -567,7 +606,8 @@ fn idempotency_keys_return_the_first_call_or_refuse_other_arguments() {
     let id = CallId::from_random(42);
     let mut other = h.registry.call(&first).unwrap().spec.clone();
     other.id = id;
-    other.args_sha256 = crate::canonical::sha256_hex(br#"{"a":2}"#);
+    other.arguments = r#"{"a":2}"#.into();
+    other.args_sha256 = crate::canonical::sha256_hex(other.arguments.as_bytes());
     let err = h.refused(Command::Propose {
         call: Box::new(other),
     });

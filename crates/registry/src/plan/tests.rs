@@ -1,0 +1,257 @@
+use super::*;
+use crate::call::CallState;
+use crate::command::{Command, Proposal, Response};
+use crate::documents;
+use serde_json::json;
+use uuid::Uuid;
+
+/// The shipped gateway example, plus a read-only tool and one the policy denies.
+fn registry() -> Registry {
+    let mut text = String::new();
+    for file in [
+        include_str!("../../../../examples/gateway/tenants.yaml"),
+        include_str!("../../../../examples/gateway/tools.yaml"),
+        include_str!("../../../../examples/gateway/policy.yaml"),
+        include_str!("../../../../examples/gateway/skills.yaml"),
+    ] {
+        text.push_str("\n---\n");
+        text.push_str(file);
+    }
+    text.push_str(
+        "\n---\napiVersion: gatehouse.dev/v1\nkind: Tool\nmetadata: {name: billing.get_payment}\n\
+         spec: {annotations: {readOnlyHint: true}}\n\
+         ---\napiVersion: gatehouse.dev/v1\nkind: Tool\nmetadata: {name: billing.delete_customer}\n\
+         spec: {approvalMode: destructive, categories: [payments]}\n",
+    );
+    let parsed = documents::parse("gateway", &text);
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    let mut registry = Registry::new();
+    let proposal = Proposal {
+        request_id: Uuid::from_u128(1),
+        at: 0,
+        command: Command::Put {
+            resources: parsed.into_resources(),
+        },
+    };
+    registry.apply(1, &proposal).unwrap();
+    registry
+}
+
+fn request<'a>(principal: &'a str, tool: &'a str, args: &'a Value) -> CallRequest<'a> {
+    CallRequest {
+        id: CallId::from_random(99),
+        at: 1_000,
+        tenant: "globex",
+        principal,
+        end_user: Some("john"),
+        a2a_peer: None,
+        tool,
+        arguments: args,
+        idempotency_key: None,
+        requested_mode: None,
+    }
+}
+
+#[test]
+fn a_small_refund_is_lowered_to_delegated_and_needs_two_approvals() {
+    let r = registry();
+    let args = json!({"payment_id": "pay_ABCDEFGH", "amount": 250, "currency": "EUR"});
+    let plan = plan_call(&r, &request("support-bot", "billing.create_refund", &args)).unwrap();
+    assert_eq!(plan.decision.effective, ApprovalMode::Delegated);
+    assert_eq!(plan.call.highest_mode, ApprovalMode::Destructive);
+    assert_eq!(plan.decision.rule.as_ref().unwrap().rule, "small-refunds");
+    assert_eq!(plan.call.required_approvals, 2);
+    assert!(plan.replicated);
+    assert!(
+        plan.call.retry_safe,
+        "idempotentHint and an upstream that honours keys"
+    );
+    assert_eq!(plan.call.expires_at, 1_000 + 3_600_000);
+    assert_eq!(
+        plan.call.arguments,
+        r#"{"amount":250,"currency":"EUR","payment_id":"pay_ABCDEFGH"}"#
+    );
+}
+
+#[test]
+fn a_large_refund_stays_destructive() {
+    let r = registry();
+    let args = json!({"payment_id": "pay_ABCDEFGH", "amount": 20000});
+    let plan = plan_call(&r, &request("support-bot", "billing.create_refund", &args)).unwrap();
+    assert_eq!(plan.decision.effective, ApprovalMode::Destructive);
+    assert_eq!(plan.decision.rule, None);
+}
+
+#[test]
+fn arguments_outside_the_constraints_are_refused_by_name() {
+    let r = registry();
+    let args = json!({"payment_id": "nope", "amount": 60000, "currency": "GBP"});
+    let err = plan_call(&r, &request("support-bot", "billing.create_refund", &args)).unwrap_err();
+    let PlanError::InvalidArguments(problems) = err else {
+        panic!("{err}")
+    };
+    let named: Vec<&str> = problems.iter().map(|p| p.argument.as_str()).collect();
+    assert_eq!(
+        named,
+        ["/amount", "/currency", "/payment_id"],
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn only_agents_of_the_tenant_may_call() {
+    let r = registry();
+    let args = json!({});
+    let err = plan_call(&r, &request("alice", "billing.get_payment", &args)).unwrap_err();
+    assert!(matches!(err, PlanError::NotAnAgent { .. }), "{err}");
+    let mut other = request("support-bot", "billing.get_payment", &args);
+    other.tenant = "acme";
+    assert!(matches!(
+        plan_call(&r, &other),
+        Err(PlanError::UnknownTenant(_))
+    ));
+}
+
+#[test]
+fn unknown_and_denied_tools_are_refused() {
+    let r = registry();
+    let args = json!({});
+    assert!(matches!(
+        plan_call(&r, &request("support-bot", "billing.nothing", &args)),
+        Err(PlanError::UnknownTool(_))
+    ));
+    assert!(matches!(
+        plan_call(
+            &r,
+            &request("support-bot", "billing.delete_customer", &args)
+        ),
+        Err(PlanError::Refused(Refusal::Denied { .. }))
+    ));
+}
+
+#[test]
+fn a_read_only_intent_cannot_act() {
+    let r = registry();
+    let args = json!({"payment_id": "pay_ABCDEFGH", "amount": 1});
+    let err = plan_call(
+        &r,
+        &request("readonly-auditor", "billing.create_refund", &args),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, PlanError::Refused(Refusal::ReadOnlyIntent { .. })),
+        "{err}"
+    );
+    assert!(
+        plan_call(
+            &r,
+            &request("readonly-auditor", "billing.get_payment", &json!({}))
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn read_only_calls_without_a_key_stay_off_raft() {
+    let r = registry();
+    let args = json!({"id": "pay_1"});
+    let plan = plan_call(&r, &request("support-bot", "billing.get_payment", &args)).unwrap();
+    assert_eq!(
+        plan.decision.effective,
+        ApprovalMode::ReadOnly,
+        "trusted annotations"
+    );
+    assert!(!plan.replicated);
+    let mut keyed = request("support-bot", "billing.get_payment", &args);
+    keyed.idempotency_key = Some("k");
+    assert!(plan_call(&r, &keyed).unwrap().replicated);
+}
+
+#[test]
+fn a_planned_call_goes_through_approval_to_completion() {
+    let mut r = registry();
+    let args = json!({"payment_id": "pay_ABCDEFGH", "amount": 250});
+    let plan = plan_call(&r, &request("support-bot", "billing.create_refund", &args)).unwrap();
+    let id = plan.call.id.clone();
+    let hash = plan.call.args_sha256.clone();
+    let mut index = 1;
+    let mut run = |r: &mut Registry, at: u64, command: Command| {
+        command.validate().unwrap();
+        index += 1;
+        r.apply(
+            index,
+            &Proposal {
+                request_id: Uuid::from_u128(u128::from(index)),
+                at,
+                command,
+            },
+        )
+    };
+    run(
+        &mut r,
+        1_000,
+        Command::Place {
+            tenant: "globex".into(),
+            home: 1,
+            epoch: 1,
+        },
+    )
+    .unwrap();
+    let proposed = run(
+        &mut r,
+        1_000,
+        Command::Propose {
+            call: Box::new(plan.call),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        proposed,
+        Response::Call {
+            call_id: id.clone(),
+            state: CallState::Pending
+        }
+    );
+    for approver in ["alice", "bob"] {
+        run(
+            &mut r,
+            2_000,
+            Command::Approve {
+                call_id: id.clone(),
+                approver: approver.into(),
+                args_sha256: hash.clone(),
+                note: String::new(),
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(r.call(&id).unwrap().state, CallState::Approved);
+    run(
+        &mut r,
+        3_000,
+        Command::Claim {
+            call_id: id.clone(),
+            node: 1,
+            epoch: 1,
+            claim_id: "c".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(r.call(&id).unwrap().state, CallState::Executing);
+}
+
+#[test]
+fn a_skill_resolves_to_tools_by_category_minus_policy_denials() {
+    let r = registry();
+    let tools = r.resolve_skill_tools("globex", "refund-evidence").unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.tool.as_str()).collect();
+    assert!(names.contains(&"billing.create_refund"), "{tools:?}");
+    // A payments tool by its declared categories, kept out by the deny patterns.
+    assert!(!names.contains(&"billing.delete_customer"), "{tools:?}");
+    let (categories, _) = crate::classify::tool_categories(
+        "billing.delete_customer",
+        r.tool("globex", "billing.delete_customer").unwrap().0,
+    );
+    assert!(categories.contains(&"payments".to_owned()));
+    assert!(r.resolve_skill_tools("globex", "no-such-skill").is_none());
+}

@@ -84,6 +84,12 @@ pub enum Command {
     Purge {
         before: Timestamp,
     },
+    /// Record that a node id joins the cluster. Ids are never reused: a second admission of the
+    /// same id is refused, even after the node was removed.
+    AdmitNode {
+        node: NodeId,
+        addr: String,
+    },
 }
 
 /// What applying a command did.
@@ -111,6 +117,9 @@ pub enum Response {
         calls: usize,
         requests: usize,
     },
+    Admitted {
+        node: NodeId,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,7 +146,9 @@ impl Command {
         match self {
             Command::Put { resources } => {
                 if resources.is_empty() {
-                    return Err(ApplyError::Refused("nothing to put".into()));
+                    return Err(ApplyError::Refused {
+                        reason: "nothing to put".into(),
+                    });
                 }
                 for resource in resources {
                     let problems = resource.validate();
@@ -150,20 +161,20 @@ impl Command {
                 }
                 Ok(())
             }
-            Command::Delete { keys } if keys.is_empty() => {
-                Err(ApplyError::Refused("nothing to delete".into()))
-            }
+            Command::Delete { keys } if keys.is_empty() => Err(ApplyError::Refused {
+                reason: "nothing to delete".into(),
+            }),
             Command::Propose { call } => {
                 if canonical::sha256_hex(call.arguments.as_bytes()) != call.args_sha256 {
-                    return Err(ApplyError::Refused(
-                        "args_sha256 is not the digest of the arguments".into(),
-                    ));
+                    return Err(ApplyError::Refused {
+                        reason: "args_sha256 is not the digest of the arguments".into(),
+                    });
                 }
                 Ok(())
             }
             Command::Complete { outcome, .. } | Command::Resolve { outcome, .. } => {
                 match outcome.size_problem() {
-                    Some(problem) => Err(ApplyError::Refused(problem)),
+                    Some(problem) => Err(ApplyError::Refused { reason: problem }),
                     None => Ok(()),
                 }
             }
@@ -175,7 +186,8 @@ impl Command {
             | Command::Claim { .. }
             | Command::MarkUnknown { .. }
             | Command::Place { .. }
-            | Command::Purge { .. } => Ok(()),
+            | Command::Purge { .. }
+            | Command::AdmitNode { .. } => Ok(()),
         }
     }
 }

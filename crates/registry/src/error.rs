@@ -2,22 +2,23 @@ use crate::call::{CallId, CallState};
 use crate::resource::{Problem, ResourceKey};
 
 /// Why a command was refused. A refused command leaves the registry exactly as it was.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "error", rename_all = "snake_case")]
 pub enum ApplyError {
     #[error("invalid {key}: {}", join(problems))]
     Invalid {
         key: ResourceKey,
         problems: Vec<Problem>,
     },
-    #[error("{0} does not exist")]
-    NotFound(String),
+    #[error("{what} does not exist")]
+    NotFound { what: String },
     #[error("{what} is still in use: {by}")]
     InUse { what: String, by: String },
     #[error("call {call} is {state}, so it cannot be {action}")]
     WrongState {
         call: CallId,
         state: CallState,
-        action: &'static str,
+        action: String,
     },
     #[error("{principal} is not an approver of tenant {tenant}")]
     NotApprover { principal: String, tenant: String },
@@ -51,10 +52,10 @@ pub enum ApplyError {
     DeadlinePassed { call: CallId, deadline: u64 },
     #[error("idempotency key {key:?} was used by call {call} with other arguments")]
     IdempotencyConflict { key: String, call: CallId },
-    #[error("{0} already exists")]
-    AlreadyExists(String),
-    #[error("{0}")]
-    Refused(String),
+    #[error("{what} already exists")]
+    AlreadyExists { what: String },
+    #[error("{reason}")]
+    Refused { reason: String },
 }
 
 fn join(problems: &[Problem]) -> String {

@@ -14,22 +14,27 @@ impl Registry {
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         if self.state.calls.contains_key(&spec.id) {
-            return Err(ApplyError::AlreadyExists(format!("call {}", spec.id)));
+            return Err(ApplyError::AlreadyExists {
+                what: format!("call {}", spec.id),
+            });
         }
         if !self.tenant_exists(&spec.tenant) {
-            return Err(ApplyError::NotFound(format!("tenant {}", spec.tenant)));
+            return Err(ApplyError::NotFound {
+                what: format!("tenant {}", spec.tenant),
+            });
         }
         if spec.effective_mode > spec.highest_mode {
-            return Err(ApplyError::Refused(format!(
-                "effective mode {} is above the tool's maximum {}",
-                spec.effective_mode, spec.highest_mode
-            )));
+            return Err(ApplyError::Refused {
+                reason: format!(
+                    "effective mode {} is above the tool's maximum {}",
+                    spec.effective_mode, spec.highest_mode
+                ),
+            });
         }
         if spec.effective_mode.needs_approval() && spec.required_approvals == 0 {
-            return Err(ApplyError::Refused(format!(
-                "a {} call needs at least one approval",
-                spec.effective_mode
-            )));
+            return Err(ApplyError::Refused {
+                reason: format!("a {} call needs at least one approval", spec.effective_mode),
+            });
         }
         if let Some(key) = &spec.idempotency_key {
             let slot = (spec.tenant.clone(), spec.chain.agent.clone(), key.clone());
@@ -183,7 +188,7 @@ impl Registry {
                 return Err(ApplyError::WrongState {
                     call: id.clone(),
                     state: call.state,
-                    action: "claimed again",
+                    action: "claimed again".into(),
                 });
             }
         }
@@ -254,9 +259,9 @@ impl Registry {
         let call = self.call_in(id, &[CallState::Executing], "marked unknown")?;
         self.check_home(&call.spec.tenant, node, epoch)?;
         if call.claim.as_ref().is_some_and(|c| c.epoch >= epoch) {
-            return Err(ApplyError::Refused(format!(
-                "call {id} is claimed under the current epoch {epoch}"
-            )));
+            return Err(ApplyError::Refused {
+                reason: format!("call {id} is claimed under the current epoch {epoch}"),
+            });
         }
         let call = self.call_mut(id);
         call.state = CallState::OutcomeUnknown;
@@ -274,9 +279,9 @@ impl Registry {
         let call = self.call_in(id, &[CallState::OutcomeUnknown], "resolved")?;
         self.check_approver(call, approver)?;
         if note.trim().is_empty() {
-            return Err(ApplyError::Refused(
-                "resolving needs a note saying what really happened".to_owned(),
-            ));
+            return Err(ApplyError::Refused {
+                reason: "resolving needs a note saying what really happened".to_owned(),
+            });
         }
         let call = self.call_mut(id);
         call.state = outcome.state();
@@ -292,13 +297,17 @@ impl Registry {
         epoch: u64,
     ) -> Result<Response, ApplyError> {
         if !self.tenant_exists(tenant) {
-            return Err(ApplyError::NotFound(format!("tenant {tenant}")));
+            return Err(ApplyError::NotFound {
+                what: format!("tenant {tenant}"),
+            });
         }
         let current = self.placement(tenant).map_or(0, |p| p.epoch);
         if epoch <= current {
-            return Err(ApplyError::Refused(format!(
-                "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
-            )));
+            return Err(ApplyError::Refused {
+                reason: format!(
+                    "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
+                ),
+            });
         }
         self.state
             .placements
@@ -340,12 +349,14 @@ impl Registry {
             .state
             .calls
             .get(id)
-            .ok_or_else(|| ApplyError::NotFound(format!("call {id}")))?;
+            .ok_or_else(|| ApplyError::NotFound {
+                what: format!("call {id}"),
+            })?;
         if !states.contains(&call.state) {
             return Err(ApplyError::WrongState {
                 call: id.clone(),
                 state: call.state,
-                action,
+                action: action.into(),
             });
         }
         Ok(call)

@@ -56,6 +56,8 @@ struct State {
     idempotency: BTreeMap<(String, String, String), CallId>,
     placements: BTreeMap<String, Placement>,
     requests: BTreeMap<Uuid, AppliedRequest>,
+    /// Every node id ever admitted, with the address it joined with.
+    nodes: BTreeMap<NodeId, String>,
 }
 
 /// Maps whose keys are not strings travel as sequences of pairs, in key order.
@@ -84,6 +86,9 @@ mod pairs {
 pub struct Registry {
     applied_index: u64,
     state: State,
+    /// API key digest to principal name: derived from the state, rebuilt on load, kept in step
+    /// by every put and delete of a principal.
+    keys: BTreeMap<String, String>,
 }
 
 impl Registry {
@@ -152,6 +157,7 @@ impl Registry {
                 epoch,
             } => self.place(tenant, *home, *epoch)?,
             Command::Purge { before } => self.purge(*before),
+            Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
         };
         self.state.requests.insert(
             proposal.request_id,
@@ -181,11 +187,14 @@ impl Registry {
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        let (applied_index, state) = serde_json::from_slice(bytes)?;
-        Ok(Registry {
+        let (applied_index, state): (u64, State) = serde_json::from_slice(bytes)?;
+        let mut registry = Registry {
             applied_index,
             state,
-        })
+            keys: BTreeMap::new(),
+        };
+        registry.rebuild_key_index();
+        Ok(registry)
     }
 
     pub fn get(&self, key: &ResourceKey) -> Option<&Stored> {
@@ -241,6 +250,41 @@ impl Registry {
             Some(Resource::Principal(p)) => Some(&p.spec),
             _ => None,
         }
+    }
+
+    /// The principal holding an API key, by the key's SHA-256 (lower-case hex).
+    pub fn principal_by_key(&self, key_sha256: &str) -> Option<(&str, &PrincipalSpec)> {
+        let name = self.keys.get(key_sha256)?;
+        self.principal(name).map(|p| (name.as_str(), p))
+    }
+
+    /// Whether a node id was ever admitted to the cluster.
+    pub fn node_admitted(&self, node: NodeId) -> bool {
+        self.state.nodes.contains_key(&node)
+    }
+
+    fn admit(&mut self, node: NodeId, addr: &str) -> Result<Response, ApplyError> {
+        if let Some(earlier) = self.state.nodes.get(&node) {
+            return Err(ApplyError::AlreadyExists {
+                what: format!("node id {node} (admitted at {earlier}; ids are never reused)"),
+            });
+        }
+        self.state.nodes.insert(node, addr.to_owned());
+        Ok(Response::Admitted { node })
+    }
+
+    fn rebuild_key_index(&mut self) {
+        self.keys = self
+            .list(Kind::Principal, None, None)
+            .filter_map(|s| match &s.resource {
+                Resource::Principal(p) => p
+                    .spec
+                    .api_key_sha256
+                    .clone()
+                    .map(|k| (k, p.metadata.name.clone())),
+                _ => None,
+            })
+            .collect();
     }
 
     pub fn policy_generation(&self, tenant: &str) -> u64 {

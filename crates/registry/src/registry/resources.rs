@@ -24,17 +24,17 @@ impl Registry {
         for resource in resources {
             let key = resource.key();
             if !seen.insert(key.clone()) {
-                return Err(ApplyError::Refused(format!(
-                    "{key} appears twice in one batch"
-                )));
+                return Err(ApplyError::Refused {
+                    reason: format!("{key} appears twice in one batch"),
+                });
             }
             if let Some(tenant) = resource.tenant()
                 && !batch_tenants.contains(tenant)
                 && !self.tenant_exists(tenant)
             {
-                return Err(ApplyError::NotFound(format!(
-                    "tenant {tenant} (named by {key})"
-                )));
+                return Err(ApplyError::NotFound {
+                    what: format!("tenant {tenant} (named by {key})"),
+                });
             }
         }
 
@@ -75,6 +75,9 @@ impl Registry {
                 generation,
             });
         }
+        if resources.iter().any(|r| r.kind() == Kind::Principal) {
+            self.rebuild_key_index();
+        }
         Ok(Response::Resources { changes })
     }
 
@@ -86,7 +89,9 @@ impl Registry {
         let deleting: BTreeSet<&ResourceKey> = keys.iter().collect();
         for key in keys {
             if !self.state.resources.contains_key(key) {
-                return Err(ApplyError::NotFound(key.to_string()));
+                return Err(ApplyError::NotFound {
+                    what: key.to_string(),
+                });
             }
             if key.kind == Kind::Tenant {
                 let left = self
@@ -125,6 +130,9 @@ impl Registry {
                     generation: stored.generation,
                 });
             }
+        }
+        if keys.iter().any(|k| k.kind == Kind::Principal) {
+            self.rebuild_key_index();
         }
         Ok(Response::Resources { changes })
     }

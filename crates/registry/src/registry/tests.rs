@@ -263,7 +263,7 @@ fn a_batch_with_one_bad_resource_changes_nothing() {
     let err = h.refused(Command::Put {
         resources: vec![tenant("globex", "G"), orphan],
     });
-    assert!(matches!(err, ApplyError::NotFound(_)), "{err}");
+    assert!(matches!(err, ApplyError::NotFound { .. }), "{err}");
     assert!(h.registry.get(&tenant("globex", "G").key()).is_none());
 }
 
@@ -533,7 +533,7 @@ fn a_lost_home_leaves_a_non_idempotent_call_unknown_until_resolved() {
         outcome: done(),
         note: " ".into(),
     });
-    assert!(matches!(err, ApplyError::Refused(_)));
+    assert!(matches!(err, ApplyError::Refused { .. }));
     h.ok(Command::Resolve {
         call_id: id.clone(),
         approver: "alice".into(),
@@ -673,7 +673,7 @@ fn effective_mode_above_the_maximum_is_refused() {
         h.refused(Command::Propose {
             call: Box::new(call)
         }),
-        ApplyError::Refused(_)
+        ApplyError::Refused { .. }
     ));
 }
 
@@ -825,4 +825,42 @@ proptest! {
         let restored = Registry::from_bytes(&bytes_a).unwrap();
         prop_assert_eq!(restored.to_bytes(), bytes_a);
     }
+}
+
+#[test]
+fn principals_are_found_by_key_digest_and_forgotten_on_delete() {
+    let mut h = Harness::new();
+    let digest = format!("{:064x}", 2);
+    assert_eq!(
+        h.registry.principal_by_key(&digest).map(|(n, _)| n),
+        Some("alice")
+    );
+    let restored = Registry::from_bytes(&h.registry.to_bytes()).unwrap();
+    assert_eq!(
+        restored.principal_by_key(&digest).map(|(n, _)| n),
+        Some("alice"),
+        "rebuilt on load"
+    );
+    let key = ResourceKey {
+        kind: Kind::Principal,
+        tenant: None,
+        name: "alice".into(),
+    };
+    h.ok(Command::Delete { keys: vec![key] });
+    assert!(h.registry.principal_by_key(&digest).is_none());
+}
+
+#[test]
+fn a_node_id_is_admitted_once() {
+    let mut h = Harness::new();
+    h.ok(Command::AdmitNode {
+        node: 4,
+        addr: "127.0.0.1:7004".into(),
+    });
+    assert!(h.registry.node_admitted(4));
+    let err = h.refused(Command::AdmitNode {
+        node: 4,
+        addr: "127.0.0.1:7104".into(),
+    });
+    assert!(matches!(err, ApplyError::AlreadyExists { .. }), "{err}");
 }

@@ -25,6 +25,10 @@ pub struct PrincipalSpec {
     /// Tenant name to the roles held there.
     #[serde(default)]
     pub roles: BTreeMap<String, Vec<Role>>,
+    /// Roles over the whole cluster: `admin` (every tenant, membership) and `operator`
+    /// (status, membership).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_roles: Vec<Role>,
     /// The end user an API key principal acts for; a JWT principal's user is its `sub`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
@@ -45,7 +49,19 @@ impl PrincipalSpec {
         self.roles.get(tenant).is_some_and(|r| r.contains(&role))
     }
 
+    pub fn has_cluster_role(&self, role: Role) -> bool {
+        self.cluster_roles.contains(&role)
+    }
+
     pub(super) fn validate(&self, problems: &mut Vec<Problem>) {
+        for (i, role) in self.cluster_roles.iter().enumerate() {
+            if !matches!(role, Role::Admin | Role::Operator) {
+                problems.push(Problem::new(
+                    format!("spec.clusterRoles[{i}]"),
+                    "only admin and operator are cluster-wide roles",
+                ));
+            }
+        }
         match (&self.api_key_sha256, &self.jwt) {
             (None, None) => problems.push(Problem::new(
                 "spec",

@@ -1,7 +1,8 @@
 //! The command line.
 
 use crate::cmd;
-use clap::{Args, Parser, Subcommand};
+use crate::config::RawServeConfig;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,12 +13,65 @@ use std::process::ExitCode;
     about = "A governed tool gateway for AI agents"
 )]
 pub struct Cli {
+    #[command(flatten)]
+    pub remote: Remote,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Where a command that talks to the cluster goes, and with which key.
+#[derive(Debug, Clone, Args)]
+pub struct Remote {
+    /// Any node's gRPC address.
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOUSE_ADDR",
+        default_value = "127.0.0.1:7400"
+    )]
+    pub addr: String,
+    /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
+    #[arg(long, global = true, env = "GATEHOUSE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Output format for commands that print data.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a node.
+    Serve(ServeArgs),
+    /// Membership and status of the cluster.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+    /// Create or update the resources in a file or directory.
+    Apply {
+        #[arg(short = 'f', long = "file", value_name = "PATH")]
+        path: PathBuf,
+    },
+    /// Show one resource.
+    Get(ResourceArgs),
+    /// List resources of a kind.
+    List {
+        /// Tenant, Principal, Upstream, Tool, Skill or Policy (any case, singular or plural).
+        kind: String,
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Read after every write committed so far.
+        #[arg(long)]
+        linearizable: bool,
+    },
+    /// Delete one resource.
+    Delete(ResourceArgs),
     /// Check declarative files (a file or a directory of .yaml/.yml files); exit 1 on any problem.
     Validate {
         #[arg(short = 'f', long = "file", value_name = "PATH")]
@@ -30,6 +84,43 @@ pub enum Command {
     },
     /// Make a new API key: prints the key once, and the SHA-256 a Principal stores.
     Keygen,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A TOML file with the same names as these flags (flags win).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub raw: RawServeConfig,
+}
+
+#[derive(Debug, Args)]
+pub struct ResourceArgs {
+    pub kind: String,
+    pub name: String,
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Read after every write committed so far.
+    #[arg(long)]
+    pub linearizable: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Leader, term, voters, learners, and each node's applied index and lag.
+    Status,
+    /// Add a node as a learner (it receives the log but does not vote).
+    AddLearner {
+        #[arg(long)]
+        node_id: u64,
+        #[arg(long)]
+        grpc: String,
+    },
+    /// Make a learner a voter.
+    Promote { node_id: u64 },
+    /// Take a node out of the cluster.
+    Remove { node_id: u64 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,11 +145,28 @@ pub struct ResolveArgs {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let remote = cli.remote;
     match cli.command {
+        Command::Serve(args) => cmd::serve::run(args, remote.token),
+        Command::Cluster { command } => cmd::remote(cmd::cluster::run(&remote, command)),
+        Command::Apply { path } => cmd::remote(cmd::resources::apply(&remote, &path)),
+        Command::Get(args) => cmd::remote(cmd::resources::get(&remote, args)),
+        Command::List {
+            kind,
+            tenant,
+            linearizable,
+        } => cmd::remote(cmd::resources::list(&remote, kind, tenant, linearizable)),
+        Command::Delete(args) => cmd::remote(cmd::resources::delete(&remote, args)),
         Command::Validate { path } => cmd::validate::run(&path),
         Command::Skills {
             command: SkillsCommand::Resolve(args),
-        } => cmd::skills::resolve(&args),
+        } => {
+            if args.offline {
+                cmd::skills::resolve(&args)
+            } else {
+                cmd::remote(cmd::skills::resolve_remote(&remote, args))
+            }
+        }
         Command::Keygen => cmd::keygen::run(),
     }
 }

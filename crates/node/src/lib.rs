@@ -1,8 +1,18 @@
-//! The `gatehouse` node: its command line, and what each command does. The binary's `main` only
-//! parses arguments and calls in here, so tests can drive every command without a process.
+//! The `gatehouse` node: its command line, configuration, gRPC services, the Raft network
+//! between nodes, and what each command does. The binary's `main` only parses arguments and
+//! calls in here, so tests can start whole nodes in-process.
 //!
-//! Domain decisions never live here: they belong to `gatehouse-registry`.
+//! Domain decisions never live here: they belong to `gatehouse-registry`. This crate moves
+//! bytes, checks who is calling, and maps errors to status codes.
 
+pub mod auth;
 pub mod cli;
+pub mod cluster;
 pub mod cmd;
+pub mod config;
 pub mod files;
+pub mod http;
+pub mod net;
+pub mod node_files;
+pub mod server;
+pub mod services;

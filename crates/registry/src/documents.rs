@@ -162,7 +162,7 @@ pub fn parse(file: &str, text: &str) -> Parsed {
                 continue;
             }
         };
-        match resource {
+        match resource.map(Resource::normalized) {
             Ok(resource) => {
                 let problems = resource.validate();
                 if problems.is_empty() {

@@ -1,5 +1,20 @@
 //! One module per command.
 
+pub mod client;
+pub mod cluster;
 pub mod keygen;
+pub mod resources;
+pub mod serve;
 pub mod skills;
 pub mod validate;
+
+use std::future::Future;
+use std::process::ExitCode;
+
+/// Runs a command that talks to the cluster on a small runtime of its own.
+pub fn remote(work: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(work)
+}

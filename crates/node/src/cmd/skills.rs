@@ -5,8 +5,8 @@ use gatehouse_registry::cascade::{self, Candidate, Query};
 use std::process::ExitCode;
 
 pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
-    let Some(path) = args.path.as_deref().filter(|_| args.offline) else {
-        anyhow::bail!("resolving against a cluster is not available yet: pass --offline -f PATH");
+    let Some(path) = args.path.as_deref() else {
+        anyhow::bail!("--offline needs -f PATH");
     };
     let parsed = files::load(path)?;
     if !parsed.problems.is_empty() {
@@ -30,5 +30,46 @@ pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
     });
     let resolution = cascade::resolve(skills, &query);
     println!("{}", serde_json::to_string_pretty(&resolution)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves against the cluster: the node's own copy of the registry, with the trace.
+pub async fn resolve_remote(
+    remote: &crate::cli::Remote,
+    args: ResolveArgs,
+) -> anyhow::Result<ExitCode> {
+    use gatehouse_proto::v1 as pb;
+    let mut registry = super::client::registry(remote).await?;
+    let answer = registry
+        .resolve_skills(pb::ResolveSkillsRequest {
+            tenant: args.tenant,
+            tool: args.tool,
+            user: args.user,
+        })
+        .await
+        .map_err(super::client::explain)?
+        .into_inner();
+    let trace: Vec<_> = answer
+        .trace
+        .iter()
+        .map(|e| {
+            let level = pb::SkillLevel::try_from(e.level).map_or("?".to_owned(), |l| {
+                l.as_str_name()
+                    .trim_start_matches("SKILL_LEVEL_")
+                    .to_lowercase()
+            });
+            serde_json::json!({
+                "level": level,
+                "skill": (!e.skill.is_empty()).then_some(&e.skill),
+                "priority": (!e.skill.is_empty()).then_some(e.priority),
+                "matched": e.matched,
+                "reason": e.reason,
+                "overridden_by": e.overridden_by,
+                "truncated": e.truncated,
+            })
+        })
+        .collect();
+    let out = serde_json::json!({"resolved_context": answer.resolved_context, "trace": trace, "applied_index": answer.applied_index});
+    println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -177,6 +177,17 @@ impl Resource {
         }
     }
 
+    /// The stored form: a skill's `metadata.tenant` is filled in from its scope, so a resource
+    /// read back and applied again is unchanged.
+    pub fn normalized(mut self) -> Self {
+        if let Resource::Skill(o) = &mut self
+            && o.metadata.tenant.is_none()
+        {
+            o.metadata.tenant = o.spec.scope.tenant.clone();
+        }
+        self
+    }
+
     pub fn key(&self) -> ResourceKey {
         ResourceKey {
             kind: self.kind(),

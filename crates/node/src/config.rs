@@ -1,0 +1,312 @@
+//! `gatehouse serve` configuration: a TOML file whose keys are the flags' names, flags over the
+//! file, defaults under both, and one `validate` that reports every problem at once.
+
+use crate::net::{OpenNetwork, SharedFilter};
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The file's shape, and the flags': every field optional so two can be overlaid.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawServeConfig {
+    /// This node's Raft id (>= 1). Never reuse the id of a node that was ever a member.
+    #[arg(long)]
+    pub node_id: Option<u64>,
+    /// Where the node keeps its Raft log, state, keys and identity.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// gRPC listen address (port 0: pick one on first start, and keep it after).
+    #[arg(long)]
+    pub grpc: Option<String>,
+    /// HTTP listen address for health and readiness.
+    #[arg(long)]
+    pub http: Option<String>,
+    /// Create a one-node cluster and write an admin API key to DATA_DIR/admin.key.
+    #[arg(long)]
+    #[serde(default)]
+    pub bootstrap: bool,
+    /// Ask the member at this gRPC address to add this node as a learner.
+    #[arg(long, value_name = "ADDR")]
+    pub join: Option<String>,
+    /// Raft heartbeat interval.
+    #[arg(long)]
+    pub heartbeat_ms: Option<u64>,
+    /// Lower bound of the randomised election timeout.
+    #[arg(long)]
+    pub election_min_ms: Option<u64>,
+    /// Upper bound of the randomised election timeout.
+    #[arg(long)]
+    pub election_max_ms: Option<u64>,
+    /// How long one snapshot chunk may take to install on a follower.
+    #[arg(long)]
+    pub install_snapshot_timeout_ms: Option<u64>,
+    /// Build a snapshot (and purge the log behind it) after this many new entries.
+    #[arg(long)]
+    pub snapshot_every: Option<u64>,
+}
+
+impl RawServeConfig {
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// `self` (the flags) over `file`.
+    pub fn over(self, file: RawServeConfig) -> RawServeConfig {
+        RawServeConfig {
+            node_id: self.node_id.or(file.node_id),
+            data_dir: self.data_dir.or(file.data_dir),
+            grpc: self.grpc.or(file.grpc),
+            http: self.http.or(file.http),
+            bootstrap: self.bootstrap || file.bootstrap,
+            join: self.join.or(file.join),
+            heartbeat_ms: self.heartbeat_ms.or(file.heartbeat_ms),
+            election_min_ms: self.election_min_ms.or(file.election_min_ms),
+            election_max_ms: self.election_max_ms.or(file.election_max_ms),
+            install_snapshot_timeout_ms: self
+                .install_snapshot_timeout_ms
+                .or(file.install_snapshot_timeout_ms),
+            snapshot_every: self.snapshot_every.or(file.snapshot_every),
+        }
+    }
+
+    /// The validated configuration, or every problem found. `token` is the admin key a joining
+    /// node presents.
+    pub fn validate(self, token: Option<String>) -> Result<ServeConfig, ConfigErrors> {
+        let mut problems = Vec::new();
+        let node_id = match self.node_id {
+            Some(0) | None => {
+                problems.push("node-id: required, 1 or more".to_owned());
+                0
+            }
+            Some(id) => id,
+        };
+        let data_dir = self.data_dir.unwrap_or_else(|| {
+            problems.push("data-dir: required".to_owned());
+            PathBuf::new()
+        });
+        let mut addr = |name: &str, value: Option<String>| -> SocketAddr {
+            let text = value.unwrap_or_else(|| "127.0.0.1:0".to_owned());
+            text.parse().unwrap_or_else(|_| {
+                problems.push(format!(
+                    "{name}: {text:?} is not host:port (an IP address and a port)"
+                ));
+                SocketAddr::from(([127, 0, 0, 1], 0))
+            })
+        };
+        let grpc = addr("grpc", self.grpc);
+        let http = addr("http", self.http);
+        let start = match (self.bootstrap, self.join) {
+            (true, Some(_)) => {
+                problems.push("bootstrap and join: give one or the other".to_owned());
+                Start::Resume
+            }
+            (true, None) => Start::Bootstrap,
+            (false, Some(addr)) => match token {
+                Some(token) => Start::Join { addr, token },
+                None => {
+                    problems.push(
+                        "join: needs the cluster's admin key (--token or GATEHOUSE_TOKEN)"
+                            .to_owned(),
+                    );
+                    Start::Resume
+                }
+            },
+            (false, None) => Start::Resume,
+        };
+        let defaults = RaftTimings::default();
+        let raft = RaftTimings {
+            heartbeat: self
+                .heartbeat_ms
+                .map_or(defaults.heartbeat, Duration::from_millis),
+            election_min: self
+                .election_min_ms
+                .map_or(defaults.election_min, Duration::from_millis),
+            election_max: self
+                .election_max_ms
+                .map_or(defaults.election_max, Duration::from_millis),
+            install_snapshot_timeout: self
+                .install_snapshot_timeout_ms
+                .map_or(defaults.install_snapshot_timeout, Duration::from_millis),
+            snapshot_every: self.snapshot_every.unwrap_or(defaults.snapshot_every),
+            logs_kept_after_snapshot: defaults.logs_kept_after_snapshot,
+        };
+        if raft.election_min >= raft.election_max {
+            problems.push(format!(
+                "election-min-ms ({:?}) must be below election-max-ms ({:?})",
+                raft.election_min, raft.election_max
+            ));
+        }
+        if raft.heartbeat >= raft.election_min {
+            problems.push(format!(
+                "heartbeat-ms ({:?}) must be below election-min-ms ({:?})",
+                raft.heartbeat, raft.election_min
+            ));
+        }
+        if raft.snapshot_every == 0 {
+            problems.push("snapshot-every: must be above 0".to_owned());
+        }
+        if !problems.is_empty() {
+            return Err(ConfigErrors(problems));
+        }
+        Ok(ServeConfig {
+            node_id,
+            data_dir,
+            grpc,
+            http,
+            start,
+            raft,
+            filter: Arc::new(OpenNetwork),
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} configuration problem(s):", self.0.len())?;
+        for p in &self.0 {
+            writeln!(f, "  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    Bootstrap,
+    Join {
+        addr: String,
+        token: String,
+    },
+    /// Carry on from the data directory.
+    Resume,
+}
+
+/// Raft timings. The defaults suit one region (sub-millisecond to a few milliseconds between
+/// nodes); the README gives settings for regions 50-150 ms apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaftTimings {
+    pub heartbeat: Duration,
+    pub election_min: Duration,
+    pub election_max: Duration,
+    pub install_snapshot_timeout: Duration,
+    pub snapshot_every: u64,
+    /// Log entries kept behind a snapshot, so a follower a little behind catches up from the
+    /// log rather than a whole snapshot.
+    pub logs_kept_after_snapshot: u64,
+}
+
+impl Default for RaftTimings {
+    fn default() -> Self {
+        RaftTimings {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(500),
+            election_max: Duration::from_millis(1_000),
+            install_snapshot_timeout: Duration::from_secs(10),
+            snapshot_every: 10_000,
+            logs_kept_after_snapshot: 1_000,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct ServeConfig {
+    pub node_id: u64,
+    pub data_dir: PathBuf,
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    pub start: Start,
+    pub raft: RaftTimings,
+    /// Between this node and its peers; only tests change it.
+    pub filter: SharedFilter,
+}
+
+impl fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("node_id", &self.node_id)
+            .field("data_dir", &self.data_dir)
+            .field("grpc", &self.grpc)
+            .field("http", &self.http)
+            .field("start", &self.start)
+            .field("raft", &self.raft)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let raw = RawServeConfig {
+            grpc: Some("localhost".into()),
+            bootstrap: true,
+            join: Some("127.0.0.1:1".into()),
+            heartbeat_ms: Some(600),
+            ..Default::default()
+        };
+        let errors = raw.validate(None).unwrap_err().0;
+        let starts: Vec<&str> = errors
+            .iter()
+            .map(|e| e.split(':').next().unwrap())
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                "node-id",
+                "data-dir",
+                "grpc",
+                "bootstrap and join",
+                "heartbeat-ms (600ms) must be below election-min-ms (500ms)"
+            ]
+        );
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file: RawServeConfig = toml::from_str(
+            "node-id = 1\ndata-dir = \"/var/lib/gatehouse\"\ngrpc = \"127.0.0.1:7001\"\nheartbeat-ms = 50\n",
+        )
+        .unwrap();
+        let flags = RawServeConfig {
+            grpc: Some("127.0.0.1:7101".into()),
+            ..Default::default()
+        };
+        let config = flags.over(file).validate(None).unwrap();
+        assert_eq!(config.grpc, "127.0.0.1:7101".parse().unwrap());
+        assert_eq!(config.node_id, 1);
+        assert_eq!(config.raft.heartbeat, Duration::from_millis(50));
+        assert_eq!(config.start, Start::Resume);
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_are_refused() {
+        let err = toml::from_str::<RawServeConfig>("node_id = 1\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+    }
+
+    #[test]
+    fn joining_needs_a_token() {
+        let raw = RawServeConfig {
+            node_id: Some(2),
+            data_dir: Some("/tmp/x".into()),
+            join: Some("127.0.0.1:7001".into()),
+            ..Default::default()
+        };
+        assert!(raw.clone().validate(None).is_err());
+        let config = raw.validate(Some("k".into())).unwrap();
+        assert!(matches!(config.start, Start::Join { ref token, .. } if token == "k"));
+    }
+}

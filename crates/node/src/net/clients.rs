@@ -1,0 +1,94 @@
+//! One lazily connected gRPC channel per peer address, shared by Raft replication and write
+//! forwarding. Every request carries the cluster's peer secret.
+
+use gatehouse_proto::v1::raft_service_client::RaftServiceClient;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+
+/// Raft payloads can be large (a snapshot chunk is 1 MiB, an append batch more).
+pub const MAX_RAFT_MESSAGE: usize = 64 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct Peers {
+    channels: Arc<RwLock<HashMap<String, Channel>>>,
+    secret: Arc<RwLock<Option<String>>>,
+    /// When each peer last answered a Raft RPC: how the leader tells who is reachable.
+    answered: Arc<RwLock<HashMap<u64, Instant>>>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers").finish_non_exhaustive()
+    }
+}
+
+impl Peers {
+    pub fn new(secret: Option<String>) -> Self {
+        Peers {
+            channels: Arc::default(),
+            secret: Arc::new(RwLock::new(secret)),
+            answered: Arc::default(),
+        }
+    }
+
+    pub fn note_answer(&self, node: u64) {
+        self.answered
+            .write()
+            .expect("answered lock")
+            .insert(node, Instant::now());
+    }
+
+    /// Whether `node` answered within `window`.
+    pub fn answered_within(&self, node: u64, window: Duration) -> bool {
+        self.answered
+            .read()
+            .expect("answered lock")
+            .get(&node)
+            .is_some_and(|at| at.elapsed() <= window)
+    }
+
+    pub fn set_secret(&self, secret: String) {
+        *self.secret.write().expect("peer secret lock") = Some(secret);
+    }
+
+    pub fn secret(&self) -> Option<String> {
+        self.secret.read().expect("peer secret lock").clone()
+    }
+
+    /// A client for the peer at `addr`; connecting happens on first use.
+    pub fn client(&self, addr: &str) -> anyhow::Result<RaftServiceClient<Channel>> {
+        let channel = self.channel(addr)?;
+        Ok(RaftServiceClient::new(channel)
+            .max_decoding_message_size(MAX_RAFT_MESSAGE)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE))
+    }
+
+    /// Wraps a message with the peer secret.
+    pub fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(secret) = self.secret()
+            && let Ok(value) = MetadataValue::try_from(format!("Bearer {secret}"))
+        {
+            request.metadata_mut().insert("authorization", value);
+        }
+        request
+    }
+
+    fn channel(&self, addr: &str) -> anyhow::Result<Channel> {
+        if let Some(channel) = self.channels.read().expect("channels lock").get(addr) {
+            return Ok(channel.clone());
+        }
+        let channel = Endpoint::from_shared(format!("http://{addr}"))?
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        self.channels
+            .write()
+            .expect("channels lock")
+            .insert(addr.to_owned(), channel.clone());
+        Ok(channel)
+    }
+}

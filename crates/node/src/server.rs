@@ -1,0 +1,329 @@
+//! Starting and stopping a node: the store, Raft, the gRPC and HTTP listeners, and the first
+//! step into a cluster (bootstrap a new one, join an existing one, or carry on from disk).
+
+use crate::cluster::Cluster;
+use crate::config::{ServeConfig, Start};
+use crate::net::{NetworkFactory, Peers};
+use crate::node_files::{Identity, NodeFiles, new_key};
+use crate::services;
+use anyhow::{Context, bail};
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
+use gatehouse_proto::v1::cluster_service_server::ClusterServiceServer;
+use gatehouse_proto::v1::raft_service_server::RaftServiceServer;
+use gatehouse_proto::v1::registry_service_server::RegistryServiceServer;
+use gatehouse_raft_store::Raft;
+use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_registry::resource::{API_VERSION, Metadata, Object, PrincipalSpec, Role};
+use gatehouse_registry::{Command, Resource};
+use openraft::BasicNode;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// Raft and registry messages (snapshot chunks, big apply batches) are larger than tonic's 4 MiB
+/// default.
+const MAX_MESSAGE: usize = crate::net::MAX_RAFT_MESSAGE;
+
+/// A running node.
+pub struct NodeHandle {
+    pub id: u64,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub cluster: Cluster,
+    /// The admin key, when this start bootstrapped the cluster.
+    pub admin_key: Option<String>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for NodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeHandle")
+            .field("id", &self.id)
+            .field("grpc_addr", &self.grpc_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeHandle {
+    pub fn raft(&self) -> &Raft {
+        &self.cluster.raft
+    }
+
+    /// Stops listening, stops Raft, and waits for the listeners to drain.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.cluster.raft.shutdown().await;
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+fn raft_config(config: &ServeConfig) -> anyhow::Result<openraft::Config> {
+    let t = config.raft;
+    let raft = openraft::Config {
+        cluster_name: "gatehouse".to_owned(),
+        heartbeat_interval: t.heartbeat.as_millis() as u64,
+        election_timeout_min: t.election_min.as_millis() as u64,
+        election_timeout_max: t.election_max.as_millis() as u64,
+        install_snapshot_timeout: t.install_snapshot_timeout.as_millis() as u64,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(t.snapshot_every),
+        snapshot_max_chunk_size: 1024 * 1024,
+        max_in_snapshot_log_to_keep: t.logs_kept_after_snapshot,
+        // openraft bounds each AppendEntries by the heartbeat interval: keep one request small
+        // enough to travel and be flushed in that time even when entries are big batches.
+        max_payload_entries: 32,
+        ..Default::default()
+    };
+    Ok(raft.validate()?)
+}
+
+/// Binds `wanted`, or, when it asks for port 0 and an earlier start recorded an address, that.
+async fn bind(wanted: SocketAddr, recorded: Option<SocketAddr>) -> anyhow::Result<TcpListener> {
+    let addr = match recorded {
+        Some(recorded) if wanted.port() == 0 => recorded,
+        _ => wanted,
+    };
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
+}
+
+pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
+    let files = NodeFiles::new(&config.data_dir)?;
+    let known = files.identity()?;
+    if let Some(known) = &known
+        && known.node_id != config.node_id
+    {
+        bail!(
+            "{} belongs to node {}, not node {}",
+            config.data_dir.display(),
+            known.node_id,
+            config.node_id
+        );
+    }
+    let grpc_listener = bind(config.grpc, known.as_ref().map(|k| k.grpc)).await?;
+    let http_listener = bind(config.http, known.as_ref().map(|k| k.http)).await?;
+    let identity = Identity {
+        node_id: config.node_id,
+        grpc: grpc_listener.local_addr()?,
+        http: http_listener.local_addr()?,
+    };
+    files.write_identity(&identity)?;
+
+    let secret = files.peer_secret()?;
+    let joined = secret.is_some();
+    let peers = Peers::new(secret);
+    let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
+    let registry = state_machine.registry();
+    let applied = state_machine.applied_watch();
+    let network = NetworkFactory::new(config.node_id, peers.clone(), config.filter.clone());
+    let raft = Raft::new(
+        config.node_id,
+        Arc::new(raft_config(&config)?),
+        network,
+        log,
+        state_machine,
+    )
+    .await?;
+    let cluster = Cluster {
+        id: config.node_id,
+        raft: raft.clone(),
+        registry,
+        applied,
+        peers: peers.clone(),
+        filter: config.filter.clone(),
+    };
+
+    let (stop, stopped) = watch::channel(false);
+    let tasks = vec![
+        serve_grpc(grpc_listener, &cluster, &config, stopped.clone()),
+        serve_http(http_listener, raft.clone(), stopped),
+    ];
+
+    let admin_key = match (&config.start, joined) {
+        (_, true) | (Start::Resume, false) => {
+            if !joined && !raft.is_initialized().await? {
+                bail!(
+                    "{} holds no cluster: start with --bootstrap, or --join ADDR",
+                    config.data_dir.display()
+                );
+            }
+            None
+        }
+        (Start::Bootstrap, false) => Some(bootstrap(&cluster, &files, identity.grpc).await?),
+        (Start::Join { addr, token }, false) => {
+            join(&cluster, &files, addr, token, identity.grpc).await?;
+            None
+        }
+    };
+    tracing::info!(node = config.node_id, grpc = %identity.grpc, http = %identity.http, "node started");
+    Ok(NodeHandle {
+        id: config.node_id,
+        grpc_addr: identity.grpc,
+        http_addr: identity.http,
+        cluster,
+        admin_key,
+        stop,
+        tasks,
+    })
+}
+
+fn serve_grpc(
+    listener: TcpListener,
+    cluster: &Cluster,
+    config: &ServeConfig,
+    mut stopped: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let reachable_window = (config.raft.election_max * 3).max(Duration::from_secs(1));
+    let router = tonic::transport::Server::builder()
+        .add_service(
+            RaftServiceServer::new(services::raft::RaftRpc::new(
+                cluster.raft.clone(),
+                cluster.peers.clone(),
+            ))
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE),
+        )
+        .add_service(
+            RegistryServiceServer::new(services::registry::Registry::new(cluster.clone()))
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        )
+        .add_service(ClusterServiceServer::new(
+            services::cluster::Membership::new(cluster.clone(), reachable_window),
+        ));
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        if let Err(e) = router
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .await
+        {
+            tracing::error!(error = %e, "gRPC listener failed");
+        }
+    })
+}
+
+fn serve_http(
+    listener: TcpListener,
+    raft: Raft,
+    mut stopped: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, crate::http::router(raft))
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::error!(error = %e, "HTTP listener failed");
+        }
+    })
+}
+
+/// Makes a one-node cluster: this node the only voter, a peer secret, and an admin principal
+/// whose key is written to `admin.key` (mode 0600) and kept nowhere else.
+async fn bootstrap(
+    cluster: &Cluster,
+    files: &NodeFiles,
+    grpc: SocketAddr,
+) -> anyhow::Result<String> {
+    let raft = &cluster.raft;
+    if !raft.is_initialized().await? {
+        let members = BTreeMap::from([(
+            cluster.id,
+            BasicNode {
+                addr: grpc.to_string(),
+            },
+        )]);
+        raft.initialize(members).await?;
+    }
+    raft.wait(Some(Duration::from_secs(30)))
+        .current_leader(cluster.id, "bootstrap: become leader")
+        .await
+        .context("the new cluster elected no leader")?;
+    let secret = new_key("peer");
+    files.write_peer_secret(&secret)?;
+    cluster.peers.set_secret(secret);
+
+    let key = new_key("gate");
+    let admin = Resource::Principal(Object {
+        api_version: API_VERSION.to_owned(),
+        metadata: Metadata {
+            name: "admin".to_owned(),
+            tenant: None,
+            labels: BTreeMap::new(),
+        },
+        spec: PrincipalSpec {
+            api_key_sha256: Some(sha256_hex(key.as_bytes())),
+            cluster_roles: vec![Role::Admin, Role::Operator],
+            ..Default::default()
+        },
+    });
+    cluster
+        .propose(Command::Put {
+            resources: vec![admin],
+        })
+        .await?;
+    // A node that bootstraps twice (a crash between the steps) is admitted already.
+    let _ = cluster
+        .propose(Command::AdmitNode {
+            node: cluster.id,
+            addr: grpc.to_string(),
+        })
+        .await;
+    files.write_admin_key(&key)?;
+    Ok(key)
+}
+
+/// Asks a member to add this node as a learner, and keeps the peer secret it answers with.
+async fn join(
+    cluster: &Cluster,
+    files: &NodeFiles,
+    addr: &str,
+    token: &str,
+    grpc: SocketAddr,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let attempt = async {
+            let mut client = ClusterServiceClient::connect(format!("http://{addr}")).await?;
+            let mut request = tonic::Request::new(pb::JoinRequest {
+                node_id: cluster.id,
+                grpc_addr: grpc.to_string(),
+            });
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {token}").parse()?);
+            anyhow::Ok(client.join(request).await?.into_inner())
+        };
+        match attempt.await {
+            Ok(joined) => {
+                files.write_peer_secret(&joined.peer_secret)?;
+                cluster.peers.set_secret(joined.peer_secret);
+                tracing::info!(leader = joined.leader_id, "joined as a learner");
+                return Ok(());
+            }
+            Err(e) => {
+                // A refusal (a reused id, a wrong key) is final; unavailability is worth a retry.
+                let fatal = e
+                    .downcast_ref::<tonic::Status>()
+                    .is_some_and(|s| s.code() != tonic::Code::Unavailable);
+                if fatal || tokio::time::Instant::now() > deadline {
+                    return Err(e.context(format!("joining through {addr}")));
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+}

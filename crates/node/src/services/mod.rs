@@ -1,0 +1,8 @@
+//! The node's gRPC services. Each authenticates its caller and checks the role it needs; errors
+//! become status codes in `status` only.
+
+pub mod cluster;
+mod convert;
+pub mod raft;
+pub mod registry;
+pub mod status;

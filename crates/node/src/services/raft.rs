@@ -1,0 +1,123 @@
+//! `RaftService`: the internal RPCs between nodes. Only a caller holding the cluster's peer
+//! secret gets in; clients never talk to it.
+
+use crate::net::{ForwardReply, Forwarded, Peers};
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::raft_service_server::RaftService;
+use gatehouse_raft_store::Raft;
+use openraft::error::{ClientWriteError, RaftError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tonic::{Request, Response, Status};
+
+#[derive(Clone)]
+pub struct RaftRpc {
+    raft: Raft,
+    peers: Peers,
+}
+
+impl std::fmt::Debug for RaftRpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftRpc").finish_non_exhaustive()
+    }
+}
+
+impl RaftRpc {
+    pub fn new(raft: Raft, peers: Peers) -> Self {
+        RaftRpc { raft, peers }
+    }
+
+    fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(secret) = self.peers.secret() else {
+            return Err(Status::unavailable(
+                "this node has not joined a cluster yet",
+            ));
+        };
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match presented {
+            Some(p) if constant_time_eq(p.as_bytes(), secret.as_bytes()) => Ok(()),
+            _ => Err(Status::unauthenticated("not a peer of this cluster")),
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Status> {
+    serde_json::from_slice(payload)
+        .map_err(|e| Status::invalid_argument(format!("bad payload: {e}")))
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, Status> {
+    serde_json::to_vec(value).map_err(|e| Status::internal(e.to_string()))
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftRpc {
+    async fn append_entries(
+        &self,
+        request: Request<pb::AppendEntriesRequest>,
+    ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
+        self.check(&request)?;
+        let rpc = decode(&request.into_inner().payload)?;
+        let result = self.raft.append_entries(rpc).await;
+        Ok(Response::new(pb::AppendEntriesResponse {
+            payload: encode(&result)?,
+        }))
+    }
+
+    async fn vote(
+        &self,
+        request: Request<pb::VoteRequest>,
+    ) -> Result<Response<pb::VoteResponse>, Status> {
+        self.check(&request)?;
+        let rpc = decode(&request.into_inner().payload)?;
+        let result = self.raft.vote(rpc).await;
+        Ok(Response::new(pb::VoteResponse {
+            payload: encode(&result)?,
+        }))
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<pb::InstallSnapshotRequest>,
+    ) -> Result<Response<pb::InstallSnapshotResponse>, Status> {
+        self.check(&request)?;
+        let rpc = decode(&request.into_inner().payload)?;
+        let result = self.raft.install_snapshot(rpc).await;
+        Ok(Response::new(pb::InstallSnapshotResponse {
+            payload: encode(&result)?,
+        }))
+    }
+
+    async fn forward(
+        &self,
+        request: Request<pb::ForwardRequest>,
+    ) -> Result<Response<pb::ForwardResponse>, Status> {
+        self.check(&request)?;
+        let reply = match decode::<Forwarded>(&request.into_inner().payload)? {
+            Forwarded::Write(proposal) => match self.raft.client_write(proposal).await {
+                Ok(written) => ForwardReply::Applied(written.data, written.log_id.index),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
+                    ForwardReply::NotLeader {
+                        leader: to.leader_id.zip(to.leader_node.map(|n| n.addr)),
+                    }
+                }
+                Err(e) => ForwardReply::Failed(e.to_string()),
+            },
+            Forwarded::ReadIndex => match self.raft.ensure_linearizable().await {
+                Ok(read) => ForwardReply::ReadIndex(read.map_or(0, |id| id.index)),
+                Err(e) => ForwardReply::Failed(e.to_string()),
+            },
+        };
+        Ok(Response::new(pb::ForwardResponse {
+            payload: encode(&reply)?,
+        }))
+    }
+}

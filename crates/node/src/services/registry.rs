@@ -1,0 +1,280 @@
+//! `RegistryService`: admins declare and read resources; members of a tenant ask how its skills
+//! resolve. Writes go through Raft from any node; reads answer from this node's copy.
+
+use super::convert::{self, page_after, page_token};
+use super::status::write_error;
+use crate::auth::{Caller, authenticate};
+use crate::cluster::Cluster;
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::registry_service_server::RegistryService;
+use gatehouse_registry::cascade::Query;
+use gatehouse_registry::command::{Change, Response as Applied};
+use gatehouse_registry::resource::Role;
+use gatehouse_registry::{Command, Kind, ResourceKey};
+use tonic::{Request, Response, Status};
+
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1_000;
+
+#[derive(Debug, Clone)]
+pub struct Registry {
+    cluster: Cluster,
+}
+
+impl Registry {
+    pub fn new(cluster: Cluster) -> Self {
+        Registry { cluster }
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let registry = self.cluster.registry.read().expect("registry lock");
+        authenticate(&registry, request.metadata())
+    }
+
+    async fn maybe_linearizable(&self, wanted: bool) -> Result<(), Status> {
+        if wanted {
+            self.cluster.linearizable().await.map_err(write_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a caller may read: cluster admins and operators everything; others their tenants'
+/// resources, the shared ones, and their own principal. Another tenant's resources do not exist
+/// for them.
+fn visible(caller: &Caller, key: &ResourceKey) -> bool {
+    if caller.cluster(Role::Admin) || caller.cluster(Role::Operator) {
+        return true;
+    }
+    match (key.kind, &key.tenant) {
+        (Kind::Principal, _) => key.name == caller.name,
+        (Kind::Tenant, _) => caller.member_of(&key.name),
+        (_, Some(tenant)) => caller.member_of(tenant),
+        (_, None) => !caller.spec.roles.is_empty(),
+    }
+}
+
+/// What a caller may change: a tenant's admin its tenant's resources; cluster admins the rest.
+fn writable(caller: &Caller, key: &ResourceKey) -> bool {
+    match key.kind {
+        Kind::Tenant | Kind::Principal => caller.cluster(Role::Admin),
+        _ => caller.admin_of(key.tenant.as_deref()),
+    }
+}
+
+fn forbid(caller: &Caller, key: &ResourceKey) -> Status {
+    if visible(caller, key) {
+        Status::permission_denied(format!("{} may not change {key}", caller.name))
+    } else {
+        Status::not_found(format!("{key} does not exist"))
+    }
+}
+
+#[tonic::async_trait]
+impl RegistryService for Registry {
+    async fn apply(
+        &self,
+        request: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let resources = request
+            .into_inner()
+            .resources
+            .into_iter()
+            .map(convert::resource_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        if resources.is_empty() {
+            return Err(Status::invalid_argument("no resources to apply"));
+        }
+        for r in &resources {
+            let key = r.key();
+            if !writable(&caller, &key) {
+                return Err(forbid(&caller, &key));
+            }
+        }
+        let (applied, log_index) = self
+            .cluster
+            .propose(Command::Put { resources })
+            .await
+            .map_err(write_error)?;
+        let Applied::Resources { changes } = applied else {
+            return Err(Status::internal("a put answered with something else"));
+        };
+        let results = changes
+            .iter()
+            .map(|c| pb::ApplyResult {
+                key: Some(convert::key_to(&c.key)),
+                outcome: match c.change {
+                    Change::Created => pb::ApplyOutcome::Created,
+                    Change::Updated => pb::ApplyOutcome::Updated,
+                    Change::Unchanged | Change::Deleted => pb::ApplyOutcome::Unchanged,
+                } as i32,
+                generation: c.generation,
+            })
+            .collect();
+        Ok(Response::new(pb::ApplyResponse { results, log_index }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetResourceRequest>,
+    ) -> Result<Response<pb::GetResourceResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        let key = convert::key_from(request.key)?;
+        self.maybe_linearizable(request.linearizable).await?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        match registry.get(&key).filter(|_| visible(&caller, &key)) {
+            Some(stored) => Ok(Response::new(pb::GetResourceResponse {
+                resource: Some(convert::resource_to(stored)),
+            })),
+            None => Err(Status::not_found(format!("{key} does not exist"))),
+        }
+    }
+
+    async fn list(
+        &self,
+        request: Request<pb::ListResourcesRequest>,
+    ) -> Result<Response<pb::ListResourcesResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        let kinds = if request.kind.is_empty() {
+            Kind::ALL.to_vec()
+        } else {
+            vec![convert::kind(&request.kind)?]
+        };
+        let after = page_after(&request.page_token)?;
+        let size = match request.page_size as usize {
+            0 => DEFAULT_PAGE,
+            n => n.min(MAX_PAGE),
+        };
+        self.maybe_linearizable(request.linearizable).await?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let tenant = request.tenant.as_deref().filter(|t| !t.is_empty());
+        let mut page = Vec::with_capacity(size);
+        let mut more = false;
+        for kind in kinds {
+            if after.as_ref().is_some_and(|a| a.kind > kind) {
+                continue;
+            }
+            let filter = tenant.map(Some);
+            for stored in registry.list(kind, filter, after.as_ref()) {
+                let key = stored.resource.key();
+                if !visible(&caller, &key) {
+                    continue;
+                }
+                if page.len() == size {
+                    more = true;
+                    break;
+                }
+                page.push(stored);
+            }
+            if more {
+                break;
+            }
+        }
+        let next_page_token = match (more, page.last()) {
+            (true, Some(last)) => page_token(&last.resource.key()),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListResourcesResponse {
+            resources: page.into_iter().map(convert::resource_to).collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteResourceRequest>,
+    ) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let key = convert::key_from(request.into_inner().key)?;
+        if !writable(&caller, &key) {
+            return Err(forbid(&caller, &key));
+        }
+        let exists = self
+            .cluster
+            .registry
+            .read()
+            .expect("registry lock")
+            .get(&key)
+            .is_some();
+        if !exists {
+            return Ok(Response::new(pb::DeleteResourceResponse {
+                deleted: false,
+                log_index: 0,
+            }));
+        }
+        let (_, log_index) = self
+            .cluster
+            .propose(Command::Delete { keys: vec![key] })
+            .await
+            .map_err(write_error)?;
+        Ok(Response::new(pb::DeleteResourceResponse {
+            deleted: true,
+            log_index,
+        }))
+    }
+
+    async fn resolve_skills(
+        &self,
+        request: Request<pb::ResolveSkillsRequest>,
+    ) -> Result<Response<pb::ResolveSkillsResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        if !caller.member_of(&request.tenant) {
+            return Err(Status::not_found(format!(
+                "tenant {} does not exist",
+                request.tenant
+            )));
+        }
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let query = Query {
+            tenant: request.tenant,
+            tool: request.tool,
+            user: request.user,
+        };
+        let resolution = registry.resolve_skills(&query);
+        Ok(Response::new(convert::resolution_to(
+            &resolution,
+            registry.applied_index(),
+        )))
+    }
+
+    async fn resolve_skill_tools(
+        &self,
+        request: Request<pb::ResolveSkillToolsRequest>,
+    ) -> Result<Response<pb::ResolveSkillToolsResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        if !caller.member_of(&request.tenant) {
+            return Err(Status::not_found(format!(
+                "tenant {} does not exist",
+                request.tenant
+            )));
+        }
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let tools = registry
+            .resolve_skill_tools(&request.tenant, &request.skill)
+            .ok_or_else(|| Status::not_found(format!("skill {} does not exist", request.skill)))?;
+        let size = match request.page_size as usize {
+            0 => DEFAULT_PAGE,
+            n => n.min(MAX_PAGE),
+        };
+        let start = if request.page_token.is_empty() {
+            0
+        } else {
+            tools.partition_point(|t| t.tool <= request.page_token)
+        };
+        let page: Vec<_> = tools[start..].iter().take(size).collect();
+        let next_page_token = match page.last() {
+            Some(last) if start + page.len() < tools.len() => last.tool.clone(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ResolveSkillToolsResponse {
+            tools: page.into_iter().map(convert::resolved_tool_to).collect(),
+            next_page_token,
+            applied_index: registry.applied_index(),
+        }))
+    }
+}

@@ -1,0 +1,45 @@
+//! openraft storage on sled for the gatehouse registry: the Raft log and vote, the state machine
+//! (the in-memory `Registry` plus what makes it durable), and snapshots.
+//!
+//! Durability is the point of this crate: a vote or a log entry is on disk (a synchronous sled
+//! flush on a blocking thread) before openraft is told it is persisted. It must never use sled's
+//! `flush_async` (it can deadlock in 0.34.7), never acknowledge what it has not flushed, and never
+//! evaluate anything itself: applying an entry is `Registry::apply`, nothing more.
+
+mod codec;
+mod error;
+mod log_reader;
+mod log_store;
+mod open;
+mod recovery;
+mod snapshot;
+mod state_machine;
+
+pub use error::StoreError;
+pub use log_reader::LogReader;
+pub use log_store::LogStore;
+pub use open::open;
+pub use snapshot::SnapshotBuilder;
+pub use state_machine::{Applied, SharedRegistry, StateMachineStore};
+
+use gatehouse_registry::{ApplyError, Proposal, Response};
+use std::io::Cursor;
+
+openraft::declare_raft_types!(
+    /// The registry's Raft types: proposals in, apply results out, nodes named by their gRPC
+    /// address.
+    pub TypeConfig:
+        D = Proposal,
+        R = ApplyResult,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// What applying one committed proposal gave: the registry's answer, or why it refused.
+pub type ApplyResult = Result<Response, ApplyError>;
+
+pub type NodeId = u64;
+pub type Raft = openraft::Raft<TypeConfig>;

@@ -1,0 +1,251 @@
+//! The state machine: the in-memory registry, shared with readers, and what makes it durable.
+//! Each `apply` call writes one sled batch holding every applied command plus the last applied
+//! log id and membership, so data and index never come apart. The batch is not flushed: the
+//! Raft log is, and openraft re-applies from it whatever a crash lost here.
+
+use crate::codec::{blocking, cmd_key, encode};
+use crate::recovery::{Recovered, recover};
+use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
+use crate::{ApplyResult, NodeId, StoreError, TypeConfig};
+use gatehouse_registry::{Proposal, Registry, Response};
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, Snapshot,
+    SnapshotMeta, StorageError, StoredMembership,
+};
+use std::fmt;
+use std::io::Cursor;
+use std::sync::{Arc, PoisonError, RwLock};
+use tokio::sync::{broadcast, watch};
+
+pub(crate) const APPLIED: &[u8] = b"applied";
+pub(crate) const MEMBERSHIP: &[u8] = b"membership";
+
+/// How many applied entries a slow subscriber may fall behind before it lags.
+const EVENTS: usize = 1024;
+
+/// The registry as readers see it. Lock briefly, never across an await.
+pub type SharedRegistry = Arc<RwLock<Registry>>;
+
+/// One applied proposal, for watchers. A subscriber that lags, or sees the applied index jump
+/// past what it received (a snapshot was installed), re-reads the registry instead.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub index: u64,
+    pub proposal: Arc<Proposal>,
+    pub result: ApplyResult,
+}
+
+pub struct StateMachineStore {
+    state: sled::Tree,
+    snapshots: SnapshotStore,
+    registry: SharedRegistry,
+    applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, BasicNode>,
+    applied_tx: watch::Sender<u64>,
+    events: broadcast::Sender<Applied>,
+}
+
+impl fmt::Debug for StateMachineStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StateMachineStore")
+            .field("applied", &self.applied)
+            .field("membership", &self.membership)
+            .finish_non_exhaustive()
+    }
+}
+
+fn index_of(log_id: Option<LogId<NodeId>>) -> u64 {
+    log_id.map_or(0, |id| id.index)
+}
+
+/// What a blank or membership entry answers: nothing changed in the registry.
+fn nothing() -> ApplyResult {
+    Ok(Response::Resources {
+        changes: Vec::new(),
+    })
+}
+
+impl StateMachineStore {
+    pub(crate) fn open(db: &sled::Db) -> Result<Self, StoreError> {
+        let state = db.open_tree("state")?;
+        let snapshots = SnapshotStore::open(db, &state)?;
+        let Recovered {
+            registry,
+            applied,
+            membership,
+            replayed,
+        } = recover(&state, snapshots.load()?)?;
+        tracing::info!(?applied, replayed, "state machine recovered");
+        let (applied_tx, _) = watch::channel(index_of(applied));
+        let (events, _) = broadcast::channel(EVENTS);
+        Ok(Self {
+            state,
+            snapshots,
+            registry: Arc::new(RwLock::new(registry)),
+            applied,
+            membership,
+            applied_tx,
+            events,
+        })
+    }
+
+    /// The registry readers share; take it before handing the store to `Raft::new`.
+    pub fn registry(&self) -> SharedRegistry {
+        self.registry.clone()
+    }
+
+    /// The last applied log index (0 before anything was applied).
+    pub fn applied_watch(&self) -> watch::Receiver<u64> {
+        self.applied_tx.subscribe()
+    }
+
+    /// Every applied proposal from now on, with its result.
+    pub fn subscribe(&self) -> broadcast::Receiver<Applied> {
+        self.events.subscribe()
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
+    {
+        Ok((self.applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ApplyResult>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let write = |e: StoreError| e.storage(ErrorSubject::StateMachine, ErrorVerb::Write);
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let Some(last) = entries.last().map(|entry| entry.log_id) else {
+            return Ok(Vec::new());
+        };
+
+        // Encoded before taking the lock, so readers wait only for `Registry::apply` itself.
+        let mut batch = sled::Batch::default();
+        for entry in &entries {
+            if let EntryPayload::Normal(proposal) = &entry.payload {
+                let bytes = encode("applied command", proposal).map_err(write)?;
+                batch.insert(&cmd_key(entry.log_id.index)[..], bytes);
+            }
+        }
+
+        let mut results = Vec::with_capacity(entries.len());
+        let mut applied = Vec::new();
+        {
+            let mut registry = self
+                .registry
+                .write()
+                .map_err(|_| write(StoreError::Poisoned))?;
+            for entry in entries {
+                let index = entry.log_id.index;
+                let result = match entry.payload {
+                    EntryPayload::Blank => nothing(),
+                    // A refusal is an answer for the client, not a storage failure.
+                    EntryPayload::Normal(proposal) => {
+                        let result = registry.apply(index, &proposal);
+                        applied.push(Applied {
+                            index,
+                            proposal: Arc::new(proposal),
+                            result: result.clone(),
+                        });
+                        result
+                    }
+                    EntryPayload::Membership(membership) => {
+                        self.membership = StoredMembership::new(Some(entry.log_id), membership);
+                        nothing()
+                    }
+                };
+                results.push(result);
+            }
+        }
+        self.applied = Some(last);
+
+        batch.insert(
+            APPLIED,
+            encode("applied log id", &self.applied).map_err(write)?,
+        );
+        batch.insert(
+            MEMBERSHIP,
+            encode("membership", &self.membership).map_err(write)?,
+        );
+        let state = self.state.clone();
+        blocking(move || Ok(state.apply_batch(batch)?))
+            .await
+            .map_err(write)?;
+
+        self.applied_tx.send_replace(last.index);
+        for event in applied {
+            // No subscriber is fine.
+            let _ = self.events.send(event);
+        }
+        Ok(results)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        // The copy is taken between two applies, so it is exactly the state at `self.applied`.
+        // A poisoned lock means an apply panicked, and that apply already failed the node.
+        let registry = self
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        SnapshotBuilder::new(
+            registry,
+            self.applied,
+            self.membership.clone(),
+            self.snapshots.clone(),
+        )
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
+        let data = snapshot.into_inner();
+        let registry = Registry::from_bytes(&data).map_err(|source| {
+            StoreError::Decode {
+                what: "snapshot registry",
+                source,
+            }
+            .storage(subject(), ErrorVerb::Read)
+        })?;
+        let (store, stored_meta) = (self.snapshots.clone(), meta.clone());
+        blocking(move || store.save_installed(&stored_meta, &data))
+            .await
+            .map_err(|e| e.storage(subject(), ErrorVerb::Write))?;
+
+        *self
+            .registry
+            .write()
+            .map_err(|_| StoreError::Poisoned.storage(subject(), ErrorVerb::Write))? = registry;
+        self.applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        self.applied_tx.send_replace(index_of(self.applied));
+        tracing::info!(snapshot = %meta, "snapshot installed");
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        let store = self.snapshots.clone();
+        blocking(move || current(&store))
+            .await
+            .map_err(|e| e.storage(ErrorSubject::Snapshot(None), ErrorVerb::Read))
+    }
+}

@@ -1,0 +1,241 @@
+//! Durability across a clean reopen: the log, vote, committed and purged ids; the state
+//! machine's registry (rebuilt from snapshot + commands), applied log id and membership; and a
+//! snapshot installed on a fresh store.
+
+mod support;
+
+use gatehouse_raft_store::{StateMachineStore, TypeConfig, open};
+use gatehouse_registry::{ApplyError, Command, Kind, Proposal, ResourceKey};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::testing::{blank_ent, log_id, membership_ent};
+use openraft::{Entry, EntryPayload, RaftLogReader, RaftSnapshotBuilder, Vote};
+use std::collections::BTreeSet;
+use support::{has_tenant, put_tenant};
+use uuid::Uuid;
+
+fn normal(term: u64, index: u64, proposal: Proposal) -> Entry<TypeConfig> {
+    Entry {
+        log_id: log_id(term, 1, index),
+        payload: EntryPayload::Normal(proposal),
+    }
+}
+
+fn voters(ids: &[u64]) -> Vec<BTreeSet<u64>> {
+    vec![ids.iter().copied().collect()]
+}
+
+fn digest(sm: &StateMachineStore) -> String {
+    sm.registry().read().unwrap().digest()
+}
+
+/// Membership at 1, a blank at 2, tenants at 3..=5 and a refused delete at 6.
+async fn apply_first(sm: &mut StateMachineStore) {
+    let results = sm
+        .apply([
+            membership_ent::<TypeConfig>(1, 1, 1, voters(&[1])),
+            blank_ent::<TypeConfig>(1, 1, 2),
+            normal(1, 3, put_tenant("acme", 3)),
+            normal(1, 4, put_tenant("globex", 4)),
+            normal(1, 5, put_tenant("initech", 5)),
+            normal(
+                1,
+                6,
+                Proposal {
+                    request_id: Uuid::from_u128(6),
+                    at: 6,
+                    command: Command::Delete {
+                        keys: vec![ResourceKey {
+                            kind: Kind::Tenant,
+                            tenant: None,
+                            name: "nobody".into(),
+                        }],
+                    },
+                },
+            ),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 6);
+    assert!(results[..5].iter().all(Result::is_ok), "{results:?}");
+    assert!(
+        matches!(results[5], Err(ApplyError::NotFound { .. })),
+        "a refusal is an answer, not a storage error: {:?}",
+        results[5]
+    );
+}
+
+#[tokio::test]
+async fn log_vote_committed_and_purge_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let entries: Vec<Entry<TypeConfig>> = (1..=8)
+        .map(|i| normal(1, i, put_tenant(&format!("t{i}"), u128::from(i))))
+        .collect();
+    {
+        let (mut log, _sm) = open(dir.path()).unwrap();
+        log.blocking_append([blank_ent::<TypeConfig>(1, 1, 0)])
+            .await
+            .unwrap();
+        log.blocking_append(entries.clone()).await.unwrap();
+        log.save_vote(&Vote::new_committed(1, 1)).await.unwrap();
+        log.save_committed(Some(log_id(1, 1, 6))).await.unwrap();
+        log.purge(log_id(1, 1, 2)).await.unwrap();
+    }
+
+    let (mut log, _sm) = open(dir.path()).unwrap();
+    assert_eq!(
+        log.read_vote().await.unwrap(),
+        Some(Vote::new_committed(1, 1))
+    );
+    assert_eq!(log.read_committed().await.unwrap(), Some(log_id(1, 1, 6)));
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 2)));
+    assert_eq!(state.last_log_id, Some(log_id(1, 1, 8)));
+    let read = log.try_get_log_entries(0..100).await.unwrap();
+    assert_eq!(read, entries[2..], "entries 3..=8, exactly as appended");
+
+    log.truncate(log_id(1, 1, 6)).await.unwrap();
+    drop((log, _sm));
+
+    let (mut log, _sm) = open(dir.path()).unwrap();
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_log_id, Some(log_id(1, 1, 5)));
+    let mut reader = log.get_log_reader().await;
+    assert_eq!(
+        reader.try_get_log_entries(3..).await.unwrap(),
+        entries[2..5]
+    );
+
+    // Everything purged: the last log id is the purged one.
+    log.purge(log_id(1, 1, 5)).await.unwrap();
+    drop((log, reader, _sm));
+    let (mut log, _sm) = open(dir.path()).unwrap();
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 5)));
+    assert_eq!(state.last_log_id, Some(log_id(1, 1, 5)));
+    assert!(log.try_get_log_entries(..).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn state_machine_comes_back_from_its_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, applied) = {
+        let (_log, mut sm) = open(dir.path()).unwrap();
+        apply_first(&mut sm).await;
+        (digest(&sm), sm.applied_state().await.unwrap())
+    };
+    assert_eq!(applied.0, Some(log_id(1, 1, 6)));
+    assert_eq!(applied.1.log_id(), &Some(log_id(1, 1, 1)));
+
+    let (_log, mut sm) = open(dir.path()).unwrap();
+    assert_eq!(digest(&sm), before);
+    assert_eq!(sm.applied_state().await.unwrap(), applied);
+    assert_eq!(*sm.applied_watch().borrow(), 6);
+    let registry = sm.registry();
+    let registry = registry.read().unwrap();
+    assert!(has_tenant(&registry, "acme") && has_tenant(&registry, "initech"));
+    assert_eq!(registry.applied_index(), 6);
+}
+
+#[tokio::test]
+async fn snapshot_plus_later_commands_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, applied, snapshot_meta) = {
+        let (_log, mut sm) = open(dir.path()).unwrap();
+        apply_first(&mut sm).await;
+        let snapshot = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(snapshot.meta.last_log_id, Some(log_id(1, 1, 6)));
+        sm.apply([
+            normal(2, 7, put_tenant("umbrella", 7)),
+            membership_ent::<TypeConfig>(2, 1, 8, voters(&[1, 2])),
+            normal(2, 9, put_tenant("hooli", 9)),
+        ])
+        .await
+        .unwrap();
+        (
+            digest(&sm),
+            sm.applied_state().await.unwrap(),
+            snapshot.meta,
+        )
+    };
+
+    let (_log, mut sm) = open(dir.path()).unwrap();
+    assert_eq!(digest(&sm), before);
+    assert_eq!(sm.applied_state().await.unwrap(), applied);
+    assert_eq!(applied.1.log_id(), &Some(log_id(2, 1, 8)));
+    let current = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(current.meta, snapshot_meta);
+
+    // A second snapshot replaces the first and gets a new id, also after a reopen.
+    let second = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    assert_eq!(second.meta.last_log_id, Some(log_id(2, 1, 9)));
+    assert_ne!(second.meta.snapshot_id, snapshot_meta.snapshot_id);
+    drop((_log, sm));
+    let (_log, mut sm) = open(dir.path()).unwrap();
+    assert_eq!(digest(&sm), before);
+    let current = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(current.meta, second.meta);
+}
+
+#[tokio::test]
+async fn installed_snapshot_gives_the_source_state() {
+    let source_dir = tempfile::tempdir().unwrap();
+    let (_source_log, mut source) = open(source_dir.path()).unwrap();
+    apply_first(&mut source).await;
+    let snapshot = source
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (_log, mut sm) = open(dir.path()).unwrap();
+        let mut watch = sm.applied_watch();
+        let mut received = sm.begin_receiving_snapshot().await.unwrap();
+        *received = *snapshot.snapshot;
+        sm.install_snapshot(&snapshot.meta, received).await.unwrap();
+        assert_eq!(digest(&sm), digest(&source));
+        assert_eq!(
+            sm.applied_state().await.unwrap(),
+            source.applied_state().await.unwrap()
+        );
+        assert!(watch.has_changed().unwrap());
+        assert_eq!(*watch.borrow_and_update(), 6);
+        assert_eq!(
+            sm.get_current_snapshot().await.unwrap().unwrap().meta,
+            snapshot.meta
+        );
+    }
+    let (_log, mut sm) = open(dir.path()).unwrap();
+    assert_eq!(digest(&sm), digest(&source));
+    assert_eq!(
+        sm.applied_state().await.unwrap(),
+        source.applied_state().await.unwrap()
+    );
+}
+
+#[tokio::test]
+async fn watchers_see_each_applied_proposal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_log, mut sm) = open(dir.path()).unwrap();
+    let mut events = sm.subscribe();
+    let mut watch = sm.applied_watch();
+    apply_first(&mut sm).await;
+    assert_eq!(*watch.borrow_and_update(), 6);
+    let mut seen = Vec::new();
+    while let Ok(applied) = events.try_recv() {
+        seen.push((applied.index, applied.result.is_ok()));
+    }
+    assert_eq!(seen, [(3, true), (4, true), (5, true), (6, false)]);
+}

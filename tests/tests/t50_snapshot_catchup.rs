@@ -1,0 +1,59 @@
+//! A new learner catches up from a snapshot of a registry of 50,000 resources: the log behind
+//! the snapshot is purged, so the snapshot is the only way in.
+
+use gatehouse_node::config::RaftTimings;
+use gatehouse_tests::{TestCluster, fast_timings, tenant};
+use std::time::{Duration, Instant};
+
+const RESOURCES: usize = 50_000;
+const BATCH: usize = 1_000;
+
+#[test]
+fn a_new_learner_catches_up_from_a_snapshot_of_50k_resources() -> anyhow::Result<()> {
+    // Snapshot every 10 entries and keep no log behind it: the learner cannot catch up from
+    // the log. Big entries (1,000 resources each) get a roomier heartbeat, which also bounds
+    // each AppendEntries.
+    let timings = RaftTimings {
+        heartbeat: Duration::from_millis(200),
+        election_min: Duration::from_millis(1_000),
+        election_max: Duration::from_millis(2_000),
+        logs_kept_after_snapshot: 0,
+        ..fast_timings(10)
+    };
+    let mut cluster = TestCluster::with_timings(&[1, 2, 3], timings)?;
+    let admin = cluster.admin(1);
+    let mut last = 0;
+    for b in 0..RESOURCES / BATCH {
+        let batch = (0..BATCH)
+            .map(|i| tenant(&format!("t{:05}", b * BATCH + i)))
+            .collect();
+        last = cluster.block_on(admin.apply(batch))?;
+    }
+    cluster.wait_converged(last, Duration::from_secs(60))?;
+
+    let started = Instant::now();
+    cluster.add_learner(4)?;
+    // Admitting node 4 is itself a write: catch up to everything, then compare.
+    let now = cluster.max_applied();
+    cluster.wait_for_applied(4, now, Duration::from_secs(120))?;
+    println!(
+        "learner caught up on {RESOURCES} resources in {:?}",
+        started.elapsed()
+    );
+    let (_, learners) = cluster.membership(1);
+    assert_eq!(learners, [4]);
+    assert!(
+        cluster.snapshot_index(4).is_some_and(|i| i > 0),
+        "the learner's state came from a snapshot"
+    );
+    let digest = cluster.wait_converged(now, Duration::from_secs(30))?;
+    assert_eq!(cluster.digest(4), digest);
+    assert!(
+        cluster.purged_index(1).is_some_and(|p| p >= last - 10),
+        "the leader purged its log"
+    );
+    assert!(
+        cluster.has_tenant(4, "t00000") && cluster.has_tenant(4, &format!("t{:05}", RESOURCES - 1))
+    );
+    Ok(())
+}

@@ -351,7 +351,7 @@ fn acknowledged_writes_survive_sigkill() {
         acked.extend(killed.acked);
         let recovered = recover(dir.path(), &acked);
         println!(
-            "run {run}/{runs}: killed {delay:?} after {}{}, acked {new} (total {}), recovered {} tenants; log {:?}..={:?}, snapshot {:?}; {:.1?} elapsed",
+            "run {run}/{runs}: killed {delay:?} after {}{}, acked {new} (total {}), recovered {} tenants; purged up to {:?}, last log {:?}, snapshot at {:?}; {:.1?} elapsed",
             if from_spawn { "spawn" } else { "ready" },
             if killed.ready { "" } else { " (before ready)" },
             acked.len(),

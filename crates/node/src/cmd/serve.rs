@@ -24,18 +24,18 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let data_dir = config.data_dir.clone();
         let node = server::start(config).await?;
-        println!(
+        say(format_args!(
             "node {} serving gRPC on {} and HTTP on {}",
             node.id, node.grpc_addr, node.http_addr
-        );
+        ));
         if node.admin_key.is_some() {
-            println!(
+            say(format_args!(
                 "new cluster: admin API key written to {}",
                 data_dir.join("admin.key").display()
-            );
+            ));
         }
         wait_for_signal().await?;
-        println!("node {} stopping", node.id);
+        say(format_args!("node {} stopping", node.id));
         node.shutdown().await;
         anyhow::Ok(())
     })?;
@@ -49,4 +49,11 @@ async fn wait_for_signal() -> anyhow::Result<()> {
         _ = term.recv() => {}
     }
     Ok(())
+}
+
+/// A line on stdout. A supervisor that closed the pipe must not bring the node down.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }

@@ -63,7 +63,9 @@ fn writable(caller: &Caller, key: &ResourceKey) -> bool {
 }
 
 fn forbid(caller: &Caller, key: &ResourceKey) -> Status {
-    if visible(caller, key) {
+    // Tenants and principals are cluster-wide: refusing says nothing about any tenant.
+    let cluster_wide = matches!(key.kind, Kind::Tenant | Kind::Principal);
+    if cluster_wide || visible(caller, key) {
         Status::permission_denied(format!("{} may not change {key}", caller.name))
     } else {
         Status::not_found(format!("{key} does not exist"))

@@ -1,0 +1,258 @@
+//! Real `gatehouse serve` processes on loopback, driven by the real command line: a three-node
+//! cluster forms, the leader's process is killed with SIGKILL, and the cluster carries on.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+
+/// A node process, killed when dropped.
+struct Node {
+    id: u64,
+    child: Child,
+    grpc: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
+    let data = dir.join(format!("node-{id}"));
+    let log = std::fs::File::create(dir.join(format!("node-{id}.log"))).expect("a log file");
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "serve",
+            "--node-id",
+            &id.to_string(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args([
+            "--heartbeat-ms",
+            "50",
+            "--election-min-ms",
+            "300",
+            "--election-max-ms",
+            "600",
+        ])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(log);
+    if let Some(token) = token {
+        command.env("GATEHOUSE_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("gatehouse serve starts");
+    // The first line names the address it bound; the rest is drained so the node never
+    // writes into a closed pipe.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = lines.next().and_then(Result::ok).unwrap_or_default();
+    std::thread::spawn(move || lines.for_each(drop));
+    let grpc = line
+        .split_whitespace()
+        .skip_while(|w| *w != "on")
+        .nth(1)
+        .unwrap_or_else(|| {
+            let log =
+                std::fs::read_to_string(dir.join(format!("node-{id}.log"))).unwrap_or_default();
+            panic!("node {id} said {line:?}; its log:\n{log}")
+        })
+        .to_owned();
+    Node { id, child, grpc }
+}
+
+fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["--addr", addr, "--token", token])
+        .args(args)
+        .output()
+        .expect("the CLI runs")
+}
+
+fn ok(out: Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// `cluster status -o json` from `addr`, retried until `check` holds or 20 s pass.
+fn status_until(addr: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = cli(addr, token, &["-o", "json", "cluster", "status"]);
+        if out.status.success() {
+            let status: Value = serde_json::from_slice(&out.stdout).expect("status is JSON");
+            if check(&status) {
+                return status;
+            }
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 20 s");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_cluster_survives_a_sigkilled_leader_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    let key_file = dir.path().join("node-1/admin.key");
+    let token = std::fs::read_to_string(&key_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&key_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "admin.key must be private");
+
+    let mut nodes = vec![first];
+    for id in [2, 3] {
+        let node = serve(id, dir.path(), &["--join", &nodes[0].grpc], Some(&token));
+        nodes.push(node);
+    }
+    let addr = nodes[0].grpc.clone();
+    for id in ["2", "3"] {
+        status_until(&addr, &token, "the learner catches up", |s| {
+            s["nodes"].as_array().is_some_and(|n| {
+                n.iter()
+                    .any(|n| n["node_id"] == id.parse::<u64>().unwrap() && n["lag"] == 0)
+            })
+        });
+        ok(cli(&addr, &token, &["cluster", "promote", id]));
+    }
+    let status = status_until(&addr, &token, "three voters", |s| {
+        s["voters"].as_array().is_some_and(|v| v.len() == 3)
+    });
+    let leader = status["leader"].as_u64().expect("a leader");
+
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let applied = ok(cli(
+        &addr,
+        &token,
+        &["apply", "-f", examples.to_str().unwrap()],
+    ));
+    assert!(applied.contains("Tenant/acme created"), "{applied}");
+    let resolved = ok(cli(
+        &addr,
+        &token,
+        &[
+            "skills",
+            "resolve",
+            "--tenant",
+            "acme",
+            "--tool",
+            "api-create",
+            "--user",
+            "john",
+        ],
+    ));
+    let resolved: Value = serde_json::from_str(&resolved).unwrap();
+    assert_eq!(
+        resolved["resolved_context"],
+        "Always include a request ID in API calls.\nUse ISO 8601 dates, amounts in EUR.\napi-create requires approval for amounts > 10000."
+    );
+    // Applying the same files again changes nothing.
+    let again = ok(cli(
+        &addr,
+        &token,
+        &["apply", "-f", examples.to_str().unwrap()],
+    ));
+    assert!(
+        !again.contains("created") && !again.contains("updated"),
+        "{again}"
+    );
+
+    // SIGKILL the leader's process.
+    let position = nodes.iter().position(|n| n.id == leader).unwrap();
+    let mut killed = nodes.remove(position);
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+
+    let survivor = nodes[0].grpc.clone();
+    let status = status_until(&survivor, &token, "a new leader", |s| {
+        s["leader"].as_u64().is_some_and(|l| l != leader)
+    });
+    assert_ne!(status["leader"].as_u64(), Some(leader));
+
+    // The survivors still serve what was written, and take new writes.
+    let skills = ok(cli(
+        &survivor,
+        &token,
+        &["list", "skills", "--linearizable"],
+    ));
+    assert!(skills.contains("Skill/acme/acme-formats"), "{skills}");
+    let extra = dir.path().join("extra.yaml");
+    std::fs::write(
+        &extra,
+        "apiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {name: after-kill}\nspec: {}\n",
+    )
+    .unwrap();
+    let out = ok(cli(
+        &nodes[1].grpc,
+        &token,
+        &["apply", "-f", extra.to_str().unwrap()],
+    ));
+    assert!(out.contains("Tenant/after-kill created"), "{out}");
+    let got = ok(cli(
+        &survivor,
+        &token,
+        &[
+            "-o",
+            "json",
+            "get",
+            "tenant",
+            "after-kill",
+            "--linearizable",
+        ],
+    ));
+    let got: Value = serde_json::from_str(got.trim()).unwrap();
+    assert_eq!(got["resource"]["metadata"]["name"], "after-kill");
+}
+
+#[test]
+fn serve_refuses_a_bad_configuration_with_every_problem() {
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--grpc",
+            "nowhere",
+            "--bootstrap",
+            "--join",
+            "127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in ["node-id", "data-dir", "grpc", "bootstrap and join"] {
+        assert!(err.contains(expected), "missing {expected} in {err}");
+    }
+}
+
+#[test]
+fn a_wrong_key_is_refused_and_a_missing_key_is_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(1, dir.path(), &["--bootstrap"], None);
+    let out = cli(&node.grpc, "gate_not-a-key", &["cluster", "status"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Unauthenticated"));
+    let out = Command::new(BIN)
+        .args(["--addr", &node.grpc, "cluster", "status"])
+        .env_remove("GATEHOUSE_TOKEN")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no API key"));
+}

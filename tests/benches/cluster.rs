@@ -1,0 +1,165 @@
+//! The cluster benchmark: registry write throughput and commit latency of a durable three-node
+//! gatehouse cluster on loopback, the time a new learner takes to catch up on a loaded
+//! registry, and the same write load against a three-member etcd cluster for comparison.
+//!
+//! It prints figures and asserts nothing about them. Everything listens on 127.0.0.1 only, and
+//! every load loop is bounded in time and in count. `--help` lists the settings.
+
+mod etcd;
+mod gatehouse;
+mod load;
+mod settings;
+
+use gatehouse_node::config::RaftTimings;
+use load::{Level, Window, ms};
+use settings::{HELP, Route, Settings};
+use std::time::{Duration, Instant};
+
+fn main() -> anyhow::Result<()> {
+    let Some(settings) = Settings::parse(std::env::args().skip(1))? else {
+        println!("{HELP}");
+        return Ok(());
+    };
+    let started = Instant::now();
+    let window = Window {
+        warmup: settings.warmup,
+        measure: settings.seconds,
+        max_writes: settings.max_writes,
+    };
+    let value = load::value(settings.value_bytes);
+    println!(
+        "cluster bench: levels {:?}, {:.1} s per level after {:.1} s warm-up, {}-byte values",
+        settings.levels,
+        settings.seconds.as_secs_f64(),
+        settings.warmup.as_secs_f64(),
+        value.len()
+    );
+
+    println!("[1/3] gatehouse: 3 durable nodes, default Raft timings, writes to the leader");
+    let (cluster, leader) = gatehouse::start_cluster()?;
+    println!("  cluster up, leader is node {leader}");
+    let ours = gatehouse::writes(&cluster, leader, &settings.levels, window, &value)?;
+    drop(cluster);
+
+    if settings.catchup == 0 {
+        println!("[2/3] learner catch-up: skipped (--catchup 0)");
+    } else {
+        catchup(&settings, &value)?;
+    }
+
+    let mut theirs: Vec<(Route, Vec<Level>)> = Vec::new();
+    match etcd::find_binary() {
+        _ if settings.skip_etcd => println!("[3/3] etcd comparison: skipped (--skip-etcd)"),
+        None => println!(
+            "[3/3] etcd comparison: skipped, no `etcd` on PATH (Debian: apt-get install etcd-server)"
+        ),
+        Some(binary) => theirs = etcd_writes(&binary, &settings, window, &value)?,
+    }
+
+    println!();
+    println!("summary (writes/s, p50, p99; ratio = gatehouse writes/s over etcd's)");
+    for (i, level) in ours.iter().enumerate() {
+        let mut line = format!(
+            "  {:>3} clients  gatehouse {:>7.0}/s {:>9} {:>9}",
+            level.clients,
+            level.per_second(),
+            ms(level.percentile(50.0)),
+            ms(level.percentile(99.0)),
+        );
+        for (route, levels) in &theirs {
+            if let Some(e) = levels.get(i) {
+                line += &format!(
+                    " | {} {:>7.0}/s {:>9} {:>9} ratio {:.2}",
+                    route.name(),
+                    e.per_second(),
+                    ms(e.percentile(50.0)),
+                    ms(e.percentile(99.0)),
+                    level.per_second() / e.per_second().max(1e-9),
+                );
+            }
+        }
+        println!("{line}");
+    }
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn catchup(settings: &Settings, value: &str) -> anyhow::Result<()> {
+    let timings = if settings.catchup_snapshot {
+        RaftTimings {
+            snapshot_every: 10,
+            logs_kept_after_snapshot: 0,
+            ..RaftTimings::default()
+        }
+    } else {
+        RaftTimings::default()
+    };
+    println!(
+        "[2/3] learner catch-up: {} tenants in batches of {} on a fresh cluster \
+         (snapshot every {} entries, {} kept after)",
+        settings.catchup, settings.batch, timings.snapshot_every, timings.logs_kept_after_snapshot
+    );
+    let c = gatehouse::catchup(timings, settings.catchup, settings.batch, value)?;
+    let how = match c.snapshot_index {
+        Some(i) => format!("by snapshot (node 4's snapshot covers index {i})"),
+        None => "by log replication (node 4 has no snapshot)".to_owned(),
+    };
+    println!(
+        "  learner 4 caught up on {} resources (index {}) in {:.2} s, {how}; load took {:.2} s",
+        c.resources,
+        c.target_index,
+        c.catchup.as_secs_f64(),
+        c.load.as_secs_f64()
+    );
+    Ok(())
+}
+
+fn etcd_writes(
+    binary: &std::path::Path,
+    settings: &Settings,
+    window: Window,
+    value: &str,
+) -> anyhow::Result<Vec<(Route, Vec<Level>)>> {
+    println!(
+        "[3/3] etcd comparison: 3 members from {}, default fsync, writes to the leader",
+        binary.display()
+    );
+    // Driven like the harness's clients: a two-worker runtime of its own.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut etcd = etcd::Etcd::start(binary)?;
+    let leader = runtime.block_on(etcd.leader(Duration::from_secs(30)))?;
+    println!("  etcd up, leader serves clients on {leader}");
+    let mut results = Vec::new();
+    for &route in &settings.etcd_via {
+        let mut levels = Vec::new();
+        for &clients in &settings.levels {
+            let tag = format!("{clients}");
+            let level = runtime.block_on(async {
+                anyhow::Ok(match route {
+                    Route::Grpc => {
+                        let mut writers = Vec::new();
+                        for _ in 0..clients {
+                            writers.push(etcd::GrpcPut::connect(leader, value).await?);
+                        }
+                        load::run(writers, window, &format!("g{tag}")).await
+                    }
+                    Route::Gateway => {
+                        let mut writers = Vec::new();
+                        for _ in 0..clients {
+                            writers.push(etcd::GatewayPut::connect(leader, value).await?);
+                        }
+                        load::run(writers, window, &format!("h{tag}")).await
+                    }
+                })
+            })?;
+            println!("  {} {}", route.name(), level.summary());
+            levels.push(level);
+        }
+        results.push((route, levels));
+    }
+    drop(etcd);
+    Ok(results)
+}

@@ -157,7 +157,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             linearizable,
         } => cmd::remote(cmd::resources::list(&remote, kind, tenant, linearizable)),
         Command::Delete(args) => cmd::remote(cmd::resources::delete(&remote, args)),
-        Command::Validate { path } => cmd::validate::run(&path),
+        Command::Validate { path } => cmd::validate::run(&path, remote.output),
         Command::Skills {
             command: SkillsCommand::Resolve(args),
         } => {

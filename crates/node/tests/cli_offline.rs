@@ -159,3 +159,20 @@ fn keygen_prints_a_key_and_its_digest() {
         gatehouse_registry::canonical::sha256_hex(key.as_bytes())
     );
 }
+
+#[test]
+fn validate_speaks_json_for_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        "apiVersion: gatehouse.dev/v1\nkind: Skill\nmetadata: {name: s}\nspec:\n  scope: {type: global}\n  priority: high\n  instructions: x\n",
+    )
+    .unwrap();
+    let out = gatehouse(&["-o", "json", "validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["valid"], 0);
+    assert_eq!(json["problems"][0]["field"], "spec.priority");
+    assert_eq!(json["problems"][0]["line"], 6);
+    assert_eq!(json["problems"][0]["document"], 1);
+}

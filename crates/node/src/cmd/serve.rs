@@ -5,6 +5,9 @@ use crate::config::RawServeConfig;
 use crate::server;
 use std::process::ExitCode;
 
+/// How long a stopping node waits for its tasks before it exits regardless.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     let file = match &args.config {
         Some(path) => RawServeConfig::from_file(path)?,
@@ -36,9 +39,16 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
         }
         wait_for_signal().await?;
         say(format_args!("node {} stopping", node.id));
-        node.shutdown().await;
+        if tokio::time::timeout(SHUTDOWN_GRACE, node.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+        }
         anyhow::Ok(())
     })?;
+    // Whatever is still running (a blocking flush, a stuck task) gets the same grace, no more.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     Ok(ExitCode::SUCCESS)
 }
 

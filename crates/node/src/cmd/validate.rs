@@ -1,17 +1,41 @@
+use crate::cli::Output;
 use crate::files;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(path: &Path) -> anyhow::Result<ExitCode> {
+pub fn run(path: &Path, output: Output) -> anyhow::Result<ExitCode> {
     let parsed = files::load(path)?;
-    for problem in &parsed.problems {
-        println!("{problem}");
+    match output {
+        Output::Json => {
+            let problems: Vec<_> = parsed
+                .problems
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "file": p.origin.file, "document": p.origin.document, "resource": p.resource,
+                        "field": p.field, "line": p.line, "message": p.message,
+                    })
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::json!({"valid": parsed.resources.len(), "problems": problems})
+            );
+        }
+        Output::Text => {
+            for problem in &parsed.problems {
+                println!("{problem}");
+            }
+            if parsed.problems.is_empty() {
+                println!("{} resource(s) valid", parsed.resources.len());
+            } else {
+                println!("{} problem(s)", parsed.problems.len());
+            }
+        }
     }
-    if parsed.problems.is_empty() {
-        println!("{} resource(s) valid", parsed.resources.len());
-        Ok(ExitCode::SUCCESS)
+    Ok(if parsed.problems.is_empty() {
+        ExitCode::SUCCESS
     } else {
-        println!("{} problem(s)", parsed.problems.len());
-        Ok(ExitCode::FAILURE)
-    }
+        ExitCode::FAILURE
+    })
 }

@@ -5,9 +5,15 @@
 //! It prints figures and asserts nothing about them. Everything listens on 127.0.0.1 only, and
 //! every load loop is bounded in time and in count. `--help` lists the settings.
 
+// The crate root is this file, so its modules live beside it in `cluster/` by path (a file
+// directly in `benches/` would be a benchmark of its own).
+#[path = "cluster/etcd.rs"]
 mod etcd;
+#[path = "cluster/gatehouse.rs"]
 mod gatehouse;
+#[path = "cluster/load.rs"]
 mod load;
+#[path = "cluster/settings.rs"]
 mod settings;
 
 use gatehouse_node::config::RaftTimings;
@@ -20,6 +26,15 @@ fn main() -> anyhow::Result<()> {
         println!("{HELP}");
         return Ok(());
     };
+    // Installed before the harness tries to install its own: node logs would bury the figures.
+    // Errors only, on stderr, unless RUST_LOG says otherwise.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "error".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let started = Instant::now();
     let window = Window {
         warmup: settings.warmup,

@@ -24,7 +24,6 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 
 /// Raft and registry messages (snapshot chunks, big apply batches) are larger than tonic's 4 MiB
 /// default.
@@ -205,7 +204,11 @@ fn serve_grpc(
             let _ = stopped.wait_for(|s| *s).await;
         };
         if let Err(e) = router
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            // Small RPCs (votes, acks, one-resource writes) must not wait for Nagle.
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                shutdown,
+            )
             .await
         {
             tracing::error!(error = %e, "gRPC listener failed");

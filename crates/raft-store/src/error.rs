@@ -27,6 +27,10 @@ pub enum StoreError {
     Poisoned,
     #[error("a blocking storage task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("writes could not be made durable: {0}")]
+    Sync(String),
 }
 
 impl StoreError {

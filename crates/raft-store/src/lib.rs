@@ -1,12 +1,14 @@
 //! openraft storage on sled for the gatehouse registry: the Raft log and vote, the state machine
 //! (the in-memory `Registry` plus what makes it durable), and snapshots.
 //!
-//! Durability is the point of this crate: a vote or a log entry is on disk (a synchronous sled
-//! flush on a blocking thread) before openraft is told it is persisted. It must never use sled's
-//! `flush_async` (it can deadlock in 0.34.7), never acknowledge what it has not flushed, and never
-//! evaluate anything itself: applying an entry is `Registry::apply`, nothing more.
+//! Durability is the point of this crate: a vote or a log entry is on disk (sled's synchronous
+//! flush, then an fdatasync of its file, off the async threads) before openraft is told it is
+//! persisted. It must never use sled's `flush_async` (it can deadlock in 0.34.7), never
+//! acknowledge what it has not synced, and never evaluate anything itself: applying an entry is
+//! `Registry::apply`, nothing more.
 
 mod codec;
+mod durable;
 mod error;
 mod log_reader;
 mod log_store;

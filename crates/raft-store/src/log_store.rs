@@ -1,9 +1,11 @@
-//! The Raft log and vote on sled. Every write is on disk (a synchronous `flush` on a blocking
-//! thread) before openraft hears that it is: an append's whole batch is flushed once, then the
-//! callback fires; a vote is flushed before `save_vote` returns. Writes are serialized because
-//! openraft calls them one at a time through `&mut self` and each finishes before returning.
+//! The Raft log and vote on sled. Every write is on disk (sled's flush, then an fdatasync, on
+//! the sync thread) before openraft hears that it is: an append's batch is written at once and
+//! its callback fires when a sync covering it completes, so appends in flight share one sync; a
+//! vote is synced before `save_vote` returns. Writes reach sled in the order openraft makes
+//! them, and completions fire in that order.
 
 use crate::codec::{blocking, decode, encode, get_json, index_key};
+use crate::durable::Durable;
 use crate::log_reader::{LogReader, read_entries, read_error};
 use crate::{NodeId, StoreError, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -20,7 +22,7 @@ const LAST_PURGED: &[u8] = b"last_purged";
 /// The log store: entries keyed by index (big-endian), vote, committed and last purged log id in
 /// a meta tree.
 pub struct LogStore {
-    db: sled::Db,
+    durable: Durable,
     logs: sled::Tree,
     meta: sled::Tree,
 }
@@ -34,9 +36,9 @@ impl fmt::Debug for LogStore {
 impl LogStore {
     /// Opens the log trees and removes entries a purge had recorded but not yet deleted when
     /// the process stopped.
-    pub(crate) fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub(crate) fn open(db: &sled::Db, durable: Durable) -> Result<Self, StoreError> {
         let store = Self {
-            db: db.clone(),
+            durable,
             logs: db.open_tree("logs")?,
             meta: db.open_tree("meta")?,
         };
@@ -96,14 +98,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let write = |e: StoreError| e.storage(ErrorSubject::Vote, ErrorVerb::Write);
         let bytes = encode("vote", vote).map_err(write)?;
-        let (db, meta) = (self.db.clone(), self.meta.clone());
+        let meta = self.meta.clone();
         blocking(move || {
             meta.insert(VOTE, bytes)?;
-            db.flush()?;
             Ok(())
         })
         .await
-        .map_err(write)
+        .map_err(write)?;
+        self.durable.sync().await.map_err(write)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
@@ -149,19 +151,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             let bytes = encode("log entry", &entry).map_err(write)?;
             batch.insert(&index_key(entry.log_id.index)[..], bytes);
         }
-        let (db, logs) = (self.db.clone(), self.logs.clone());
-        // One batch (atomic: no hole if we crash halfway) and one flush per call: group commit.
+        let logs = self.logs.clone();
+        // One batch (atomic: no hole if we crash halfway). The callback fires only once the
+        // sync thread has made it durable; appends arriving meanwhile share that sync.
         let written = blocking(move || {
             logs.apply_batch(batch)?;
-            db.flush()?;
             Ok(())
         })
         .await;
         match written {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
-                Ok(())
-            }
+            Ok(()) => self.durable.after_sync(callback).map_err(write),
             Err(e) => {
                 callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
                 Err(write(e))
@@ -170,28 +169,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let (db, logs) = (self.db.clone(), self.logs.clone());
-        blocking(move || {
-            remove_range(&logs, index_key(log_id.index)..)?;
-            db.flush()?;
-            Ok(())
-        })
-        .await
-        .map_err(|e| e.storage(ErrorSubject::Logs, ErrorVerb::Delete))
+        let delete = |e: StoreError| e.storage(ErrorSubject::Logs, ErrorVerb::Delete);
+        let logs = self.logs.clone();
+        blocking(move || remove_range(&logs, index_key(log_id.index)..))
+            .await
+            .map_err(delete)?;
+        self.durable.sync().await.map_err(delete)
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let delete = |e: StoreError| e.storage(ErrorSubject::Logs, ErrorVerb::Delete);
         let bytes = encode("last purged log id", &log_id).map_err(delete)?;
-        let (db, logs, meta) = (self.db.clone(), self.logs.clone(), self.meta.clone());
-        blocking(move || {
-            meta.insert(LAST_PURGED, bytes)?;
-            // The mark, and every state-machine batch written before it, are on disk before any
-            // entry goes; entries left behind by a crash here are removed at the next open.
-            db.flush()?;
-            remove_range(&logs, ..=index_key(log_id.index))
-        })
-        .await
-        .map_err(delete)
+        let (logs, meta) = (self.logs.clone(), self.meta.clone());
+        blocking(move || Ok(meta.insert(LAST_PURGED, bytes).map(drop)?))
+            .await
+            .map_err(delete)?;
+        // The mark, and every state-machine batch written before it, are on disk before any
+        // entry goes; entries left behind by a crash here are removed at the next open.
+        self.durable.sync().await.map_err(delete)?;
+        blocking(move || remove_range(&logs, ..=index_key(log_id.index)))
+            .await
+            .map_err(delete)
     }
 }

@@ -1,5 +1,6 @@
 //! Opening the store: one sled database holding the log, the state machine and the snapshot.
 
+use crate::durable::Durable;
 use crate::{LogStore, StateMachineStore, StoreError};
 use std::path::Path;
 
@@ -7,8 +8,8 @@ use std::path::Path;
 /// entries to replication and the boot-time replay.
 const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// sled's own background flush (a synchronous flush on its thread), which bounds how much
-/// unflushed state-machine work a crash can lose. Log and vote writes never wait for it.
+/// sled's own background flush, which bounds how much unsynced state-machine work a crash can
+/// lose. Log and vote writes never wait for it: they go through `Durable`.
 const FLUSH_EVERY_MS: u64 = 500;
 
 /// Opens (or creates) the store in `dir`. Only one process may have it open: sled locks it.
@@ -18,7 +19,8 @@ pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), StoreError> {
         .cache_capacity(CACHE_BYTES)
         .flush_every_ms(Some(FLUSH_EVERY_MS))
         .open()?;
-    let log = LogStore::open(&db)?;
-    let state_machine = StateMachineStore::open(&db)?;
+    let durable = Durable::start(db.clone(), dir)?;
+    let log = LogStore::open(&db, durable.clone())?;
+    let state_machine = StateMachineStore::open(&db, durable)?;
     Ok((log, state_machine))
 }

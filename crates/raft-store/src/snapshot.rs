@@ -3,6 +3,7 @@
 //! value and flushed. Only the newest is kept; the commands it covers are dropped.
 
 use crate::codec::{CMD_PREFIX, blocking, cmd_key, decode, encode, frame, unframe};
+use crate::durable::Durable;
 use crate::state_machine::{APPLIED, MEMBERSHIP};
 use crate::{NodeId, StoreError, TypeConfig};
 use gatehouse_registry::Registry;
@@ -23,7 +24,7 @@ const CURRENT: &[u8] = b"current";
 /// in its own task, possibly while an install happens).
 #[derive(Clone)]
 pub(crate) struct SnapshotStore {
-    db: sled::Db,
+    durable: Durable,
     snapshots: sled::Tree,
     state: sled::Tree,
     /// The last log id of the stored snapshot. Its lock serializes snapshot writes, so an older
@@ -33,9 +34,13 @@ pub(crate) struct SnapshotStore {
 }
 
 impl SnapshotStore {
-    pub(crate) fn open(db: &sled::Db, state: &sled::Tree) -> Result<Self, StoreError> {
+    pub(crate) fn open(
+        db: &sled::Db,
+        state: &sled::Tree,
+        durable: Durable,
+    ) -> Result<Self, StoreError> {
         let store = Self {
-            db: db.clone(),
+            durable,
             snapshots: db.open_tree("snapshot")?,
             state: state.clone(),
             newest: Arc::default(),
@@ -82,8 +87,7 @@ impl SnapshotStore {
     fn write(&self, meta: &Meta, data: &[u8]) -> Result<(), StoreError> {
         let value = frame(&encode("snapshot meta", meta)?, data)?;
         self.snapshots.insert(CURRENT, value)?;
-        self.db.flush()?;
-        Ok(())
+        self.durable.sync_here()
     }
 
     /// Stores a snapshot this node built, unless a newer one is already stored, then drops the
@@ -111,8 +115,7 @@ impl SnapshotStore {
         batch.insert(APPLIED, encode("applied log id", &meta.last_log_id)?);
         batch.insert(MEMBERSHIP, encode("membership", &meta.last_membership)?);
         self.state.apply_batch(batch)?;
-        self.db.flush()?;
-        Ok(())
+        self.durable.sync_here()
     }
 }
 

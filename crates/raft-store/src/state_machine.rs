@@ -4,6 +4,7 @@
 //! Raft log is, and openraft re-applies from it whatever a crash lost here.
 
 use crate::codec::{blocking, cmd_key, encode};
+use crate::durable::Durable;
 use crate::recovery::{Recovered, recover};
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
 use crate::{ApplyResult, NodeId, StoreError, TypeConfig};
@@ -67,9 +68,9 @@ fn nothing() -> ApplyResult {
 }
 
 impl StateMachineStore {
-    pub(crate) fn open(db: &sled::Db) -> Result<Self, StoreError> {
+    pub(crate) fn open(db: &sled::Db, durable: Durable) -> Result<Self, StoreError> {
         let state = db.open_tree("state")?;
-        let snapshots = SnapshotStore::open(db, &state)?;
+        let snapshots = SnapshotStore::open(db, &state, durable)?;
         let Recovered {
             registry,
             applied,

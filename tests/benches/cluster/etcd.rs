@@ -29,7 +29,7 @@ pub fn find_binary() -> Option<PathBuf> {
 pub struct Etcd {
     members: Vec<Child>,
     pub clients: Vec<SocketAddr>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Etcd {
@@ -66,16 +66,16 @@ impl Etcd {
         let mut etcd = Etcd {
             members: Vec::new(),
             clients: Vec::new(),
-            _dir: dir,
+            dir,
         };
         for (i, name) in names.iter().enumerate() {
             let client = format!("http://127.0.0.1:{}", ports[i]);
-            let log = std::fs::File::create(etcd._dir.path().join(format!("{name}.log")))?;
+            let log = std::fs::File::create(etcd.dir.path().join(format!("{name}.log")))?;
             let child = Command::new(binary)
                 .arg(format!("--name={name}"))
                 .arg(format!(
                     "--data-dir={}",
-                    etcd._dir.path().join(name).display()
+                    etcd.dir.path().join(name).display()
                 ))
                 .arg(format!("--listen-client-urls={client}"))
                 .arg(format!("--advertise-client-urls={client}"))

@@ -6,13 +6,14 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_raft_store::{ApplyResult, NodeId, Raft, SharedRegistry};
 use gatehouse_registry::{ApplyError, Command, Proposal, Response};
 use openraft::error::{ClientWriteError, RaftError};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 /// How long a write keeps trying through elections and forwarding failures.
 const WRITE_DEADLINE: Duration = Duration::from_secs(15);
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
     #[error(transparent)]
     Rejected(#[from] ApplyError),
@@ -30,7 +31,18 @@ pub struct Cluster {
     pub applied: watch::Receiver<u64>,
     pub peers: Peers,
     pub filter: SharedFilter,
+    /// Where proposals queue to be written together; `None` writes each on its own.
+    batcher: Option<mpsc::Sender<Queued>>,
 }
+
+/// Most proposals one log entry carries.
+const MAX_BATCH: usize = 256;
+/// Batches being written at once. While all are in flight, new proposals wait and then go
+/// together in the next.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+type Written = Result<(ApplyResult, u64), WriteError>;
+type Queued = (Proposal, oneshot::Sender<Written>);
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -45,6 +57,49 @@ pub fn now_ms() -> u64 {
 }
 
 impl Cluster {
+    pub fn new(
+        id: NodeId,
+        raft: Raft,
+        registry: SharedRegistry,
+        applied: watch::Receiver<u64>,
+        peers: Peers,
+        filter: SharedFilter,
+    ) -> Self {
+        Cluster {
+            id,
+            raft,
+            registry,
+            applied,
+            peers,
+            filter,
+            batcher: None,
+        }
+    }
+
+    /// Starts the batcher: from now on concurrent proposals through this handle (and its
+    /// clones) share log entries. It stops when the last handle is dropped.
+    pub fn with_batching(mut self) -> Self {
+        let (queue, queued) = mpsc::channel(4 * MAX_BATCH);
+        tokio::spawn(batch_writes(self.clone(), queued));
+        self.batcher = Some(queue);
+        self
+    }
+
+    /// Writes a proposal through the batcher, or on its own without one.
+    async fn submit(&self, proposal: Proposal) -> Written {
+        let Some(batcher) = &self.batcher else {
+            return self.write(proposal).await;
+        };
+        let (reply, answer) = oneshot::channel();
+        batcher
+            .send((proposal, reply))
+            .await
+            .map_err(|_| WriteError::Stopped("the batcher stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| WriteError::Stopped("the batcher dropped the write".into()))?
+    }
+
     /// Validates, stamps and writes a command; its answer and log index once committed and
     /// applied here too, so the caller reads its own write from this node.
     pub async fn propose(&self, command: Command) -> Result<(Response, u64), WriteError> {
@@ -54,7 +109,7 @@ impl Cluster {
             at: now_ms(),
             command,
         };
-        let (result, index) = self.write(proposal).await?;
+        let (result, index) = self.submit(proposal).await?;
         // Committed either way; waiting only makes this node's next read include the write.
         let _ = self.wait_applied(index, Duration::from_secs(5)).await;
         Ok((result?, index))
@@ -164,3 +219,64 @@ impl Cluster {
 
 /// What a node publishes about its Raft state.
 pub type Metrics = openraft::RaftMetrics<NodeId, openraft::BasicNode>;
+
+/// Collects queued proposals into batches while earlier batches are in flight.
+async fn batch_writes(cluster: Cluster, mut queued: mpsc::Receiver<Queued>) {
+    let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+    while let Some(first) = queued.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        // Whatever queued while we waited for a slot goes in this batch.
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queued.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            write_batch(&cluster, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+async fn write_batch(cluster: &Cluster, mut batch: Vec<Queued>) {
+    if batch.len() == 1 {
+        let (proposal, reply) = batch.remove(0);
+        let _ = reply.send(cluster.write(proposal).await);
+        return;
+    }
+    let (proposals, replies): (Vec<Proposal>, Vec<_>) = batch.into_iter().unzip();
+    let outer = Proposal {
+        request_id: uuid::Uuid::new_v4(),
+        at: now_ms(),
+        command: Command::Batch { proposals },
+    };
+    match cluster.write(outer).await {
+        Ok((Ok(Response::Batch { results }), index)) if results.len() == replies.len() => {
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(Ok((result, index)));
+            }
+        }
+        Ok((Ok(other), _)) => {
+            for reply in replies {
+                let _ = reply.send(Err(WriteError::Stopped(format!(
+                    "a batch was answered with {other:?}"
+                ))));
+            }
+        }
+        Ok((Err(refused), index)) => {
+            for reply in replies {
+                let _ = reply.send(Ok((Err(refused.clone()), index)));
+            }
+        }
+        Err(failed) => {
+            for reply in replies {
+                let _ = reply.send(Err(failed.clone()));
+            }
+        }
+    }
+}

@@ -132,14 +132,15 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         state_machine,
     )
     .await?;
-    let cluster = Cluster {
-        id: config.node_id,
-        raft: raft.clone(),
+    let cluster = Cluster::new(
+        config.node_id,
+        raft.clone(),
         registry,
         applied,
-        peers: peers.clone(),
-        filter: config.filter.clone(),
-    };
+        peers.clone(),
+        config.filter.clone(),
+    )
+    .with_batching();
 
     let (stop, stopped) = watch::channel(false);
     let tasks = vec![

@@ -158,6 +158,19 @@ impl Registry {
             } => self.place(tenant, *home, *epoch)?,
             Command::Purge { before } => self.purge(*before),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
+            // Each proposal is applied (and deduplicated) on its own; a nested batch is refused
+            // like any other bad command, so apply never recurses more than once.
+            Command::Batch { proposals } => Response::Batch {
+                results: proposals
+                    .iter()
+                    .map(|p| match p.command {
+                        Command::Batch { .. } => Err(ApplyError::Refused {
+                            reason: "batches do not nest".into(),
+                        }),
+                        _ => self.apply(index, p),
+                    })
+                    .collect(),
+            },
         };
         self.state.requests.insert(
             proposal.request_id,

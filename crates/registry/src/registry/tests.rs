@@ -864,3 +864,32 @@ fn a_node_id_is_admitted_once() {
     });
     assert!(matches!(err, ApplyError::AlreadyExists { .. }), "{err}");
 }
+
+#[test]
+fn a_batch_answers_each_proposal_on_its_own() {
+    let mut h = Harness::new();
+    let good = h.proposal(Command::Put {
+        resources: vec![tenant("globex", "G")],
+    });
+    let bad = h.proposal(Command::Delete {
+        keys: vec![tenant("nobody", "").key()],
+    });
+    let batch = Command::Batch {
+        proposals: vec![good.clone(), bad],
+    };
+    let Response::Batch { results } = h.ok(batch) else {
+        panic!("not a batch answer")
+    };
+    assert!(matches!(results[0], Ok(Response::Resources { .. })));
+    assert!(matches!(results[1], Err(ApplyError::NotFound { .. })));
+    assert!(h.registry.get(&tenant("globex", "").key()).is_some());
+    // Its proposals keep their own request ids: replayed alone, the good one applies once.
+    let again = h.registry.apply(10_000, &good).unwrap();
+    assert_eq!(Ok(again), results[0].clone());
+    let nested = Command::Batch {
+        proposals: vec![h.proposal(Command::Batch {
+            proposals: vec![good],
+        })],
+    };
+    assert!(nested.validate().is_err());
+}

@@ -98,7 +98,7 @@ impl Durable {
         synced
             .await
             .map_err(|_| StoreError::Sync("the sync thread has stopped".into()))?
-            .map_err(|e| StoreError::Sync(e))
+            .map_err(StoreError::Sync)
     }
 }
 

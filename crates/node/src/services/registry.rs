@@ -54,6 +54,22 @@ fn visible(caller: &Caller, key: &ResourceKey) -> bool {
     }
 }
 
+/// A tenant the caller holds no role in does not exist for it.
+fn require_member(caller: &Caller, tenant: &str) -> Result<(), Status> {
+    if caller.member_of(tenant) {
+        Ok(())
+    } else {
+        Err(Status::not_found(format!("tenant {tenant} does not exist")))
+    }
+}
+
+fn page_size(requested: u32) -> usize {
+    match requested as usize {
+        0 => DEFAULT_PAGE,
+        n => n.min(MAX_PAGE),
+    }
+}
+
 /// What a caller may change: a tenant's admin its tenant's resources; cluster admins the rest.
 fn writable(caller: &Caller, key: &ResourceKey) -> bool {
     match key.kind {
@@ -146,10 +162,7 @@ impl RegistryService for Registry {
             vec![convert::kind(&request.kind)?]
         };
         let after = page_after(&request.page_token)?;
-        let size = match request.page_size as usize {
-            0 => DEFAULT_PAGE,
-            n => n.min(MAX_PAGE),
-        };
+        let size = page_size(request.page_size);
         self.maybe_linearizable(request.linearizable).await?;
         let registry = self.cluster.registry.read().expect("registry lock");
         let tenant = request.tenant.as_deref().filter(|t| !t.is_empty());
@@ -224,12 +237,7 @@ impl RegistryService for Registry {
     ) -> Result<Response<pb::ResolveSkillsResponse>, Status> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
-        if !caller.member_of(&request.tenant) {
-            return Err(Status::not_found(format!(
-                "tenant {} does not exist",
-                request.tenant
-            )));
-        }
+        require_member(&caller, &request.tenant)?;
         let registry = self.cluster.registry.read().expect("registry lock");
         let query = Query {
             tenant: request.tenant,
@@ -249,20 +257,12 @@ impl RegistryService for Registry {
     ) -> Result<Response<pb::ResolveSkillToolsResponse>, Status> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
-        if !caller.member_of(&request.tenant) {
-            return Err(Status::not_found(format!(
-                "tenant {} does not exist",
-                request.tenant
-            )));
-        }
+        require_member(&caller, &request.tenant)?;
         let registry = self.cluster.registry.read().expect("registry lock");
         let tools = registry
             .resolve_skill_tools(&request.tenant, &request.skill)
             .ok_or_else(|| Status::not_found(format!("skill {} does not exist", request.skill)))?;
-        let size = match request.page_size as usize {
-            0 => DEFAULT_PAGE,
-            n => n.min(MAX_PAGE),
-        };
+        let size = page_size(request.page_size);
         let start = if request.page_token.is_empty() {
             0
         } else {

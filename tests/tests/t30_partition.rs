@@ -39,9 +39,11 @@ fn a_minority_cannot_commit_and_all_converge_after_healing() -> anyhow::Result<(
 
     cluster.router().heal();
     let index = cluster.block_on(cluster.admin(majority[1]).put_tenant("after-heal"))?;
-    let digest = cluster.wait_converged(index, Duration::from_secs(20))?;
+    // Every node at one moment holds the same digest. (The minority's write, whose client gave
+    // up, may still commit once healed: a timed-out write has an unknown outcome, so the test
+    // does not compare digests again after this point.)
+    cluster.wait_converged(index, Duration::from_secs(20))?;
     for id in [1, 2, 3] {
-        assert_eq!(cluster.digest(id), digest);
         assert!(cluster.has_tenant(id, "in-majority"), "node {id}");
         assert!(cluster.has_tenant(id, "after-heal"), "node {id}");
     }

@@ -3,6 +3,7 @@
 use crate::durable::Durable;
 use crate::{LogStore, StateMachineStore, StoreError};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// sled's page cache. The registry lives in memory anyway; the cache mostly serves recent log
 /// entries to replication and the boot-time replay.
@@ -12,13 +13,29 @@ const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// lose. Log and vote writes never wait for it: they go through `Durable`.
 const FLUSH_EVERY_MS: u64 = 500;
 
+/// How long `open` waits for another holder of the store's lock to let go.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
 /// Opens (or creates) the store in `dir`. Only one process may have it open: sled locks it.
 pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), StoreError> {
-    let db = sled::Config::new()
+    let config = sled::Config::new()
         .path(dir)
         .cache_capacity(CACHE_BYTES)
-        .flush_every_ms(Some(FLUSH_EVERY_MS))
-        .open()?;
+        .flush_every_ms(Some(FLUSH_EVERY_MS));
+    // A store just dropped in this process (a node restarted in place) releases sled's file
+    // lock only once sled's own threads have wound down: give it a moment before giving up.
+    let deadline = Instant::now() + LOCK_WAIT;
+    let db = loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            opened => break opened?,
+        }
+    };
     let durable = Durable::start(db.clone(), dir)?;
     let log = LogStore::open(&db, durable.clone())?;
     let state_machine = StateMachineStore::open(&db, durable)?;

@@ -282,7 +282,7 @@ impl TestCluster {
             .map(|n| n.handle.cluster.raft.metrics())
             .collect();
         self.block_on(async {
-            let changed = futures_like_any(&mut watches);
+            let changed = any_changed(&mut watches);
             let _ = tokio::time::timeout(at_most, changed).await;
         });
     }
@@ -351,7 +351,7 @@ impl TestCluster {
 }
 
 /// Resolves when any of the watches changes.
-async fn futures_like_any(
+async fn any_changed(
     watches: &mut [tokio::sync::watch::Receiver<gatehouse_node::cluster::Metrics>],
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);

@@ -62,9 +62,7 @@ fn index_of(log_id: Option<LogId<NodeId>>) -> u64 {
 
 /// What a blank or membership entry answers: nothing changed in the registry.
 fn nothing() -> ApplyResult {
-    Ok(Response::Resources {
-        changes: Vec::new(),
-    })
+    Ok(Response::Nothing)
 }
 
 impl StateMachineStore {

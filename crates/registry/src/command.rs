@@ -126,6 +126,8 @@ pub enum Response {
     Admitted {
         node: NodeId,
     },
+    /// What a Raft entry that carries no command (a blank or a membership change) answers.
+    Nothing,
     /// One answer per proposal of a batch, in order.
     Batch {
         results: Vec<Result<Response, ApplyError>>,

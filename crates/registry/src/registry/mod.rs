@@ -222,19 +222,24 @@ impl Registry {
         tenant: Option<Option<&'a str>>,
         after: Option<&'a ResourceKey>,
     ) -> impl Iterator<Item = &'a Stored> + 'a {
-        // Keys order by (kind, tenant, name): one tenant's resources of a kind are contiguous.
-        let start = ResourceKey {
+        use std::ops::Bound;
+        // Keys order by (kind, tenant, name): one tenant's resources of a kind are contiguous,
+        // and a page starts right after the last key served instead of scanning up to it.
+        let first = ResourceKey {
             kind,
             tenant: tenant.flatten().map(str::to_owned),
             name: String::new(),
         };
+        let start = match after {
+            Some(a) if *a >= first => Bound::Excluded(a.clone()),
+            _ => Bound::Included(first),
+        };
         self.state
             .resources
-            .range(start..)
+            .range((start, Bound::Unbounded))
             .take_while(move |(k, _)| {
                 k.kind == kind && tenant.is_none_or(|t| k.tenant.as_deref() == t)
             })
-            .filter(move |(k, _)| after.is_none_or(|a| *k > a))
             .map(|(_, s)| s)
     }
 

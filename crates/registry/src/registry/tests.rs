@@ -893,3 +893,47 @@ fn a_batch_answers_each_proposal_on_its_own() {
     };
     assert!(nested.validate().is_err());
 }
+
+#[test]
+fn listing_resumes_right_after_the_last_key_served() {
+    let mut h = Harness::new();
+    h.ok(Command::Put {
+        resources: (0..5).map(|i| tenant(&format!("t{i}"), "T")).collect(),
+    });
+    let all: Vec<String> = h
+        .registry
+        .list(Kind::Tenant, None, None)
+        .map(|s| s.resource.name().to_owned())
+        .collect();
+    assert_eq!(all, ["acme", "t0", "t1", "t2", "t3", "t4"]);
+    let after = tenant("t1", "").key();
+    let rest: Vec<&str> = h
+        .registry
+        .list(Kind::Tenant, None, Some(&after))
+        .map(|s| s.resource.name())
+        .collect();
+    assert_eq!(rest, ["t2", "t3", "t4"]);
+    // A key of another kind or tenant bounds the range correctly on either side.
+    let earlier = ResourceKey {
+        kind: Kind::Tenant,
+        tenant: None,
+        name: String::new(),
+    };
+    assert_eq!(
+        h.registry
+            .list(Kind::Tool, Some(Some("acme")), Some(&earlier))
+            .count(),
+        1
+    );
+    let later = ResourceKey {
+        kind: Kind::Skill,
+        tenant: None,
+        name: String::new(),
+    };
+    assert_eq!(
+        h.registry
+            .list(Kind::Tool, Some(Some("acme")), Some(&later))
+            .count(),
+        0
+    );
+}

@@ -48,7 +48,13 @@ fn every_service_has_exactly_its_rpcs() {
         (
             "ApprovalService",
             &[
-                "List", "Watch", "Get", "Approve", "Reject", "Cancel", "Resolve",
+                "ListPending",
+                "WatchPending",
+                "Get",
+                "Approve",
+                "Reject",
+                "Cancel",
+                "Resolve",
             ][..],
         ),
         (
@@ -89,12 +95,12 @@ fn only_approval_watch_streams() {
                 .map(|method| format!("{}.{}", service.name(), method.name()))
         })
         .collect();
-    assert_eq!(streaming, ["ApprovalService.Watch"]);
+    assert_eq!(streaming, ["ApprovalService.WatchPending"]);
 
     let watch = services(&fds)["ApprovalService"]
         .method
         .iter()
-        .find(|method| method.name() == "Watch")
+        .find(|method| method.name() == "WatchPending")
         .map(|method| (method.server_streaming(), method.client_streaming()));
     assert_eq!(watch, Some((true, false)));
 }

@@ -8,7 +8,7 @@ use crate::durable::Durable;
 use crate::recovery::{Recovered, recover};
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
 use crate::{ApplyResult, NodeId, StoreError, TypeConfig};
-use gatehouse_registry::{Proposal, Registry, Response};
+use gatehouse_registry::{Call, Proposal, Registry, Response};
 use openraft::storage::RaftStateMachine;
 use openraft::{
     BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, Snapshot,
@@ -35,6 +35,30 @@ pub struct Applied {
     pub index: u64,
     pub proposal: Arc<Proposal>,
     pub result: ApplyResult,
+    /// The records of the calls this entry changed, as they were right after it: a watcher
+    /// reading the registry later could see a later state under this entry's index.
+    pub calls: Arc<Vec<Call>>,
+}
+
+/// The calls a response says were proposed or moved (batches included), in order.
+fn touched_calls(registry: &Registry, result: &ApplyResult, into: &mut Vec<Call>) {
+    match result {
+        Ok(Response::Call { call_id, .. }) => into.extend(registry.call(call_id).cloned()),
+        Ok(Response::Batch { results }) => {
+            for result in results {
+                touched_calls(registry, result, into);
+            }
+        }
+        Ok(
+            Response::Resources { .. }
+            | Response::Existing { .. }
+            | Response::Placed { .. }
+            | Response::Purged { .. }
+            | Response::Admitted { .. }
+            | Response::Nothing,
+        )
+        | Err(_) => {}
+    }
 }
 
 pub struct StateMachineStore {
@@ -149,10 +173,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                     // A refusal is an answer for the client, not a storage failure.
                     EntryPayload::Normal(proposal) => {
                         let result = registry.apply(index, &proposal);
+                        let mut calls = Vec::new();
+                        touched_calls(&registry, &result, &mut calls);
                         applied.push(Applied {
                             index,
                             proposal: Arc::new(proposal),
                             result: result.clone(),
+                            calls: Arc::new(calls),
                         });
                         result
                     }

@@ -80,6 +80,13 @@ pub enum Command {
         home: NodeId,
         epoch: u64,
     },
+    /// Start a planned move of the tenant's queue to `to`: the home under `epoch` claims nothing
+    /// more; the leader places the tenant on `to` once the home's executions have finished.
+    Handover {
+        tenant: String,
+        epoch: u64,
+        to: NodeId,
+    },
     /// Forget finished calls, their idempotency records and request ids older than `before`.
     Purge {
         before: Timestamp,
@@ -198,6 +205,7 @@ impl Command {
             | Command::Claim { .. }
             | Command::MarkUnknown { .. }
             | Command::Place { .. }
+            | Command::Handover { .. }
             | Command::Purge { .. }
             | Command::AdmitNode { .. } => Ok(()),
             Command::Batch { proposals } => {

@@ -183,8 +183,11 @@ impl Registry {
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::Approved, CallState::Executing], "claimed")?;
         if call.state == CallState::Executing {
-            let stale = call.claim.as_ref().is_some_and(|c| c.epoch < epoch);
-            if !(call.spec.retry_safe && stale) {
+            let lost = call
+                .claim
+                .as_ref()
+                .is_some_and(|c| claim_lost(c, node, epoch));
+            if !(call.spec.retry_safe && lost) {
                 return Err(ApplyError::WrongState {
                     call: id.clone(),
                     state: call.state,
@@ -193,6 +196,14 @@ impl Registry {
             }
         }
         self.check_home(&call.spec.tenant, node, epoch)?;
+        if let Some(to) = self.placement(&call.spec.tenant).and_then(|p| p.moving_to) {
+            return Err(ApplyError::Refused {
+                reason: format!(
+                    "tenant {} is moving to node {to}: its home claims nothing more",
+                    call.spec.tenant
+                ),
+            });
+        }
         if let Some(deadline) = call.approval_valid_until.filter(|d| at >= *d) {
             return Err(ApplyError::DeadlinePassed {
                 call: id.clone(),
@@ -247,8 +258,9 @@ impl Registry {
         Ok(touched(call, at))
     }
 
-    /// A new home found this call executing under an older epoch, and the tool is not safe to
-    /// run again: nobody knows whether it ran.
+    /// The home found this call executing under a claim that is lost (taken under an older
+    /// epoch, or by this very node before it restarted), and the tool is not safe to run again:
+    /// nobody knows whether it ran.
     pub(super) fn mark_unknown(
         &mut self,
         id: &CallId,
@@ -258,9 +270,13 @@ impl Registry {
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::Executing], "marked unknown")?;
         self.check_home(&call.spec.tenant, node, epoch)?;
-        if call.claim.as_ref().is_some_and(|c| c.epoch >= epoch) {
+        if call
+            .claim
+            .as_ref()
+            .is_some_and(|c| !claim_lost(c, node, epoch))
+        {
             return Err(ApplyError::Refused {
-                reason: format!("call {id} is claimed under the current epoch {epoch}"),
+                reason: format!("call {id} is claimed by another node under epoch {epoch}"),
             });
         }
         let call = self.call_mut(id);
@@ -309,12 +325,45 @@ impl Registry {
                 ),
             });
         }
-        self.state
-            .placements
-            .insert(tenant.to_owned(), Placement { home, epoch });
+        self.state.placements.insert(
+            tenant.to_owned(),
+            Placement {
+                home,
+                epoch,
+                moving_to: None,
+            },
+        );
         Ok(Response::Placed {
             tenant: tenant.to_owned(),
             home,
+            epoch,
+        })
+    }
+
+    pub(super) fn handover(
+        &mut self,
+        tenant: &str,
+        epoch: u64,
+        to: NodeId,
+    ) -> Result<Response, ApplyError> {
+        let Some(placement) = self.state.placements.get_mut(tenant) else {
+            return Err(ApplyError::NotFound {
+                what: format!("placement of tenant {tenant}"),
+            });
+        };
+        if placement.epoch != epoch {
+            return Err(ApplyError::StaleEpoch {
+                tenant: tenant.to_owned(),
+                node: placement.home,
+                epoch,
+                home: Some(placement.home),
+                current: placement.epoch,
+            });
+        }
+        placement.moving_to = Some(to);
+        Ok(Response::Placed {
+            tenant: tenant.to_owned(),
+            home: placement.home,
             epoch,
         })
     }
@@ -392,6 +441,13 @@ impl Registry {
             }),
         }
     }
+}
+
+/// Whether the home `node`, under the tenant's current `epoch`, may treat a claim as lost: it was
+/// taken under an older epoch, or by this node itself (which only asks after a restart, when no
+/// execution of it can be running here). A claim by another node under the current epoch is live.
+fn claim_lost(claim: &Claim, node: NodeId, epoch: u64) -> bool {
+    claim.epoch < epoch || claim.node == node
 }
 
 fn touched(call: &mut Call, at: Timestamp) -> Response {

@@ -27,6 +27,10 @@ pub struct Stored {
 pub struct Placement {
     pub home: NodeId,
     pub epoch: u64,
+    /// A planned move is under way: the home claims nothing more, its running executions
+    /// finish, then the leader places the tenant on this node under the next epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving_to: Option<NodeId>,
 }
 
 /// A request id already applied, and the answer it got, so a retried proposal gets it again.
@@ -156,6 +160,7 @@ impl Registry {
                 home,
                 epoch,
             } => self.place(tenant, *home, *epoch)?,
+            Command::Handover { tenant, epoch, to } => self.handover(tenant, *epoch, *to)?,
             Command::Purge { before } => self.purge(*before),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
             // Each proposal is applied (and deduplicated) on its own; a nested batch is refused
@@ -256,6 +261,22 @@ impl Registry {
 
     pub fn placement(&self, tenant: &str) -> Option<Placement> {
         self.state.placements.get(tenant).copied()
+    }
+
+    /// Every tenant's placement, by tenant.
+    pub fn placements(&self) -> impl Iterator<Item = (&str, Placement)> + '_ {
+        self.state.placements.iter().map(|(t, p)| (t.as_str(), *p))
+    }
+
+    /// Every tenant's name, in order.
+    pub fn tenants(&self) -> impl Iterator<Item = &str> + '_ {
+        self.list(Kind::Tenant, Some(None), None)
+            .map(|s| s.resource.metadata().name.as_str())
+    }
+
+    /// Every call not yet finished, of every tenant, by id.
+    pub fn unfinished_calls(&self) -> impl Iterator<Item = &Call> + '_ {
+        self.state.calls.values().filter(|c| !c.state.is_finished())
     }
 
     pub fn principal(&self, name: &str) -> Option<&PrincipalSpec> {

@@ -575,8 +575,8 @@ fn a_retry_safe_call_may_be_reclaimed_by_a_new_home() {
     h.registry.state.calls.get_mut(&id).unwrap().spec.retry_safe = true;
     h.claim(&id, 1, 1, "old").unwrap();
     assert!(
-        h.claim(&id, 1, 1, "again").is_err(),
-        "not under the same epoch"
+        h.claim(&id, 2, 1, "again").is_err(),
+        "not by a node that is not home"
     );
     h.ok(Command::Place {
         tenant: "acme".into(),
@@ -594,6 +594,79 @@ fn a_retry_safe_call_may_be_reclaimed_by_a_new_home() {
             .claim_id,
         "new"
     );
+}
+
+#[test]
+fn a_home_that_restarted_may_declare_its_own_claim_lost() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 0);
+    h.claim(&id, 1, 1, "before-restart").unwrap();
+    h.ok(Command::MarkUnknown {
+        call_id: id.clone(),
+        node: 1,
+        epoch: 1,
+    });
+    assert_eq!(h.state_of(&id), CallState::OutcomeUnknown);
+
+    let safe = h.propose(None, r#"{"n":2}"#, 0);
+    h.registry
+        .state
+        .calls
+        .get_mut(&safe)
+        .unwrap()
+        .spec
+        .retry_safe = true;
+    h.claim(&safe, 1, 1, "before-restart-2").unwrap();
+    h.claim(&safe, 1, 1, "after-restart").unwrap();
+    assert_eq!(
+        h.registry
+            .call(&safe)
+            .unwrap()
+            .claim
+            .as_ref()
+            .unwrap()
+            .claim_id,
+        "after-restart"
+    );
+}
+
+#[test]
+fn a_home_handing_over_claims_nothing_but_its_claims_complete() {
+    let mut h = Harness::new();
+    let running = h.propose(None, "{}", 0);
+    let waiting = h.propose(None, r#"{"n":2}"#, 0);
+    h.claim(&running, 1, 1, "c1").unwrap();
+    h.ok(Command::Handover {
+        tenant: "acme".into(),
+        epoch: 1,
+        to: 2,
+    });
+    assert!(matches!(
+        h.claim(&waiting, 1, 1, "c2"),
+        Err(ApplyError::Refused { .. })
+    ));
+    h.ok(Command::Complete {
+        call_id: running.clone(),
+        claim_id: "c1".into(),
+        outcome: Outcome::Failed {
+            error: "boom".into(),
+        },
+    });
+    assert_eq!(h.state_of(&running), CallState::Failed);
+    assert!(matches!(
+        h.run(Command::Handover {
+            tenant: "acme".into(),
+            epoch: 7,
+            to: 2,
+        }),
+        Err(ApplyError::StaleEpoch { .. })
+    ));
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    h.claim(&waiting, 2, 2, "c3").unwrap();
 }
 
 #[test]

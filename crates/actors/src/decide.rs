@@ -1,0 +1,105 @@
+//! The home's duties for one tenant's queue, as a plain function: given the calls, the tenant's
+//! placement and what this node is doing now, which commands to propose. The actor only carries
+//! them out.
+
+use gatehouse_registry::call::{Call, CallId, CallState, NodeId, Timestamp};
+use gatehouse_registry::registry::Placement;
+use std::collections::HashSet;
+
+/// What this node is doing for a tenant's calls right now; it outlives actor restarts, since it
+/// is what tells a live claim from a lost one.
+#[derive(Debug, Clone, Copy)]
+pub struct Local<'a> {
+    pub node: NodeId,
+    /// Claims whose execution runs (or is about to) in this process.
+    pub live_claims: &'a HashSet<String>,
+    /// Calls with a proposal of this node's still in flight.
+    pub in_flight: &'a HashSet<CallId>,
+}
+
+/// One thing the home should do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Duty {
+    /// Propose `Expire` under the home's epoch: a deadline passed.
+    Expire { call: CallId, epoch: u64 },
+    /// Claim the call under the home's epoch and, once the claim commits, execute it.
+    ClaimAndRun { call: CallId, epoch: u64 },
+    /// Propose `MarkUnknown`: the call was left executing by a lost claim and is not safe to run
+    /// again.
+    MarkUnknown { call: CallId, epoch: u64 },
+}
+
+/// The duties, and when to look again if nothing changes before (the next deadline).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub duties: Vec<Duty>,
+    pub wake_at: Option<Timestamp>,
+}
+
+/// The home's duties for `calls` (one tenant's unfinished calls). A node that is not the
+/// tenant's home has none: it can neither claim nor expire, and the state machine would refuse it
+/// if it tried.
+pub fn home_duties<'a>(
+    placement: Option<Placement>,
+    calls: impl IntoIterator<Item = &'a Call>,
+    local: Local<'_>,
+    now: Timestamp,
+) -> Plan {
+    let mut plan = Plan::default();
+    let Some(placement) = placement.filter(|p| p.home == local.node) else {
+        return plan;
+    };
+    let epoch = placement.epoch;
+    let moving = placement.moving_to.is_some();
+    for call in calls {
+        let id = call.id();
+        if local.in_flight.contains(id) {
+            continue;
+        }
+        let deadline = match call.state {
+            CallState::Pending => Some(call.spec.expires_at),
+            CallState::Approved => Some(call.approval_valid_until.unwrap_or(call.spec.expires_at)),
+            _ => None,
+        };
+        if let Some(deadline) = deadline {
+            if now >= deadline {
+                plan.duties.push(Duty::Expire {
+                    call: id.clone(),
+                    epoch,
+                });
+                continue;
+            }
+            plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
+        }
+        match call.state {
+            CallState::Approved if !moving => plan.duties.push(Duty::ClaimAndRun {
+                call: id.clone(),
+                epoch,
+            }),
+            CallState::Executing => {
+                let Some(claim) = &call.claim else { continue };
+                let lost = claim.epoch < epoch
+                    || (claim.node == local.node && !local.live_claims.contains(&claim.claim_id));
+                if !lost {
+                    continue;
+                }
+                if call.spec.retry_safe && !moving {
+                    plan.duties.push(Duty::ClaimAndRun {
+                        call: id.clone(),
+                        epoch,
+                    });
+                } else if !call.spec.retry_safe {
+                    plan.duties.push(Duty::MarkUnknown {
+                        call: id.clone(),
+                        epoch,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,216 @@
+//! The node's actors: a root supervisor, a tenant supervisor, and one `TenantActor` per active
+//! tenant. A tenant actor owns the tenant's resolved-cascade cache and, on the tenant's home node,
+//! works its approval queue: expiring, claiming, executing exactly once under a claim, and
+//! reporting. The leader's loop places each tenant on a home.
+//!
+//! Decisions are plain functions (`decide`, `placement`) that return what to do; the actors and
+//! loops only carry it out. Nothing here changes the registry except by proposing a command,
+//! and nothing invokes an upstream without a committed claim.
+
+pub mod decide;
+mod loops;
+pub mod placement;
+pub mod ports;
+mod shared;
+mod supervisor;
+mod tenant;
+mod work;
+
+pub use ports::{ClusterPort, ExecError, Execution, Executor, ProposeError, ToolOutput};
+pub use shared::{ActorSettings, TenantHandle, now_ms, outcome_of};
+pub use supervisor::Health;
+pub use tenant::TenantMsg;
+
+use gatehouse_raft_store::{Applied, SharedRegistry};
+use ractor::{Actor, ActorRef};
+use shared::{Faults, Shared};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+use supervisor::{Root, RootMsg, SupervisorMsg};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActorsError {
+    #[error("the supervision tree did not start: {0}")]
+    Spawn(String),
+    #[error("{0}")]
+    Tenant(String),
+}
+
+/// The running supervision tree of one node. Cheap to clone.
+#[derive(Clone)]
+pub struct Actors {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    root: ActorRef<RootMsg>,
+    tenants: ActorRef<SupervisorMsg>,
+    health: watch::Receiver<Health>,
+    stop: watch::Sender<bool>,
+    loops: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Actors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Actors")
+            .field("node", &self.inner.shared.node)
+            .field("active", &self.active_tenants())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Actors {
+    /// Starts the tree and the node's loops. `events` must be a subscription taken before
+    /// anything was applied that the listener should see; anything missed is found by its sweep.
+    pub async fn start(
+        settings: ActorSettings,
+        registry: SharedRegistry,
+        events: broadcast::Receiver<Applied>,
+        cluster: Arc<dyn ClusterPort>,
+        executor: Arc<dyn Executor>,
+    ) -> Result<Actors, ActorsError> {
+        let shared = Arc::new(Shared {
+            node: cluster.node_id(),
+            registry,
+            cluster,
+            executor,
+            work: Default::default(),
+            settings,
+            faults: Faults::default(),
+            handles: RwLock::new(HashMap::new()),
+            restarts: AtomicU64::new(0),
+        });
+        let (health_tx, health) = watch::channel(Health::Ready);
+        let (root, _) = Actor::spawn(None, Root, (shared.clone(), health_tx))
+            .await
+            .map_err(|e| ActorsError::Spawn(e.to_string()))?;
+        let tenants = root
+            .call(supervisor::RootMsg::tenants, Some(Duration::from_secs(5)))
+            .await
+            .ok()
+            .and_then(|r| match r {
+                ractor::rpc::CallResult::Success(t) => Some(t),
+                _ => None,
+            })
+            .ok_or_else(|| ActorsError::Spawn("the root did not answer".into()))?;
+        let (stop, stopped) = watch::channel(false);
+        let loops = vec![
+            tokio::spawn(loops::listen(
+                shared.clone(),
+                tenants.clone(),
+                events,
+                stopped.clone(),
+            )),
+            tokio::spawn(loops::lead(shared.clone(), stopped)),
+        ];
+        Ok(Actors {
+            inner: Arc::new(Inner {
+                shared,
+                root,
+                tenants,
+                health,
+                stop,
+                loops: std::sync::Mutex::new(loops),
+            }),
+        })
+    }
+
+    /// The tenant's handle, starting its actor on first use. Readers that find it running never
+    /// touch a mailbox.
+    pub async fn tenant(&self, tenant: &str) -> Result<TenantHandle, ActorsError> {
+        if let Some(handle) = self.inner.shared.handle(tenant) {
+            return Ok(handle);
+        }
+        let answer = self
+            .inner
+            .tenants
+            .call(
+                |reply| SupervisorMsg::Get {
+                    tenant: tenant.to_owned(),
+                    reply,
+                },
+                Some(Duration::from_secs(10)),
+            )
+            .await;
+        match answer {
+            Ok(ractor::rpc::CallResult::Success(result)) => result.map_err(ActorsError::Tenant),
+            _ => Err(ActorsError::Tenant(
+                "the tenant supervisor did not answer".into(),
+            )),
+        }
+    }
+
+    /// Whether the tree is healthy; a tenant given up on makes the node not ready.
+    pub fn health(&self) -> watch::Receiver<Health> {
+        self.inner.health.clone()
+    }
+
+    /// Tenant actors running now.
+    pub fn active_tenants(&self) -> usize {
+        self.inner
+            .shared
+            .handles
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Restarts of tenant actors since the node started.
+    pub fn restarts(&self) -> u64 {
+        self.inner.shared.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Executions and proposals running as tasks now.
+    pub fn running_tasks(&self) -> usize {
+        self.inner.shared.work.running_tasks()
+    }
+
+    /// Fault injection for tests: the tenant's actor fails to start (and so to restart) while
+    /// `fail` is set.
+    pub fn fail_starts(&self, tenant: &str, fail: bool) {
+        let mut failing = self
+            .inner
+            .shared
+            .faults
+            .failing_starts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if fail {
+            failing.insert(tenant.to_owned());
+        } else {
+            failing.remove(tenant);
+        }
+    }
+
+    /// Stops the loops and the actors; executions still running after `grace` are cut off (their
+    /// calls stay executing under a claim the next home treats as lost).
+    pub async fn stop(&self, grace: Duration) {
+        let _ = self.inner.stop.send(true);
+        let _ = self
+            .inner
+            .tenants
+            .call(|reply| SupervisorMsg::StopAll { reply }, Some(grace))
+            .await;
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.inner.shared.work.running_tasks() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.inner.shared.work.abort_all();
+        self.inner.root.stop(None);
+        let loops: Vec<_> = std::mem::take(
+            &mut *self
+                .inner
+                .loops
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for task in loops {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! What the actors need from the rest of the node, as traits: the node's cluster handle proposes
+//! commands and says who leads, an executor reaches upstreams. Tests can back both with fakes.
+
+use futures::future::BoxFuture;
+use gatehouse_registry::call::{CallId, NodeId};
+use gatehouse_registry::{Command, Response};
+use std::time::Duration;
+
+/// Why a proposal did not commit.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProposeError {
+    /// The state machine refused the command; nothing changed.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// No leader, a timeout, a lost connection: it may or may not have committed.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The node's view of the cluster.
+pub trait ClusterPort: Send + Sync + 'static {
+    fn node_id(&self) -> NodeId;
+    /// Proposes a command through Raft (forwarded to the leader when this node is not it) and
+    /// waits until it is applied on this node.
+    fn propose(&self, command: Command) -> BoxFuture<'static, Result<Response, ProposeError>>;
+    /// Whether this node is the leader now.
+    fn is_leader(&self) -> bool;
+    /// The current voters.
+    fn voters(&self) -> Vec<NodeId>;
+    /// Whether `node` answered this node within `window` (always true for this node itself).
+    fn reachable(&self, node: NodeId, window: Duration) -> bool;
+}
+
+/// One execution of a call, as an executor sees it.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub call_id: CallId,
+    pub tenant: String,
+    /// The namespaced tool, `upstream.tool`.
+    pub tool: String,
+    /// Canonical JSON of the arguments: exactly what was approved.
+    pub arguments: String,
+    /// What the upstream dedupes on: the same for every claim of one call, so an idempotent
+    /// call re-claimed after a failover is recognised as a repeat.
+    pub idempotency_key: String,
+    /// The tenant's resolved skill context for this tool and user, if any.
+    pub skill_context: Option<String>,
+    /// The end user the call is made for.
+    pub end_user: Option<String>,
+}
+
+/// What an upstream answered: the MCP `CallToolResult` as JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub result_json: String,
+    /// The tool itself reported an error (`isError: true`).
+    pub is_error: bool,
+}
+
+/// Why a call could not be carried out.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ExecError {
+    pub message: String,
+}
+
+/// Reaches upstreams. One call of `execute` is one invocation of the upstream: the caller, not
+/// the executor, decides when one is allowed.
+pub trait Executor: Send + Sync + 'static {
+    fn execute(&self, execution: Execution) -> BoxFuture<'static, Result<ToolOutput, ExecError>>;
+}

@@ -1,0 +1,322 @@
+//! One tenant's actor. It owns the tenant's cascade cache (readers share it through a
+//! `TenantHandle`) and, on the tenant's home node, works the approval queue: it asks
+//! `decide::home_duties` what to do and carries it out in tracked tasks, never in its handler, so
+//! a slow upstream never stalls the tenant.
+
+use crate::decide::{Duty, Local, home_duties};
+use crate::ports::{Execution, ProposeError};
+use crate::shared::{Shared, TenantHandle, now_ms, outcome_of};
+use gatehouse_registry::cache::CascadeCache;
+use gatehouse_registry::call::{Call, CallId, CallState, Outcome};
+use gatehouse_registry::{Command, Response};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// What a tenant actor is told.
+#[derive(Debug)]
+pub enum TenantMsg {
+    /// The tenant's calls or placement changed, or a task of its finished: look again.
+    Changed,
+    /// A deadline the actor set is due.
+    Wake,
+    /// Time to see whether the actor is idle.
+    IdleCheck,
+    /// Fault injection: panic in the handler.
+    Crash,
+    /// The actor's handle, for readers.
+    Handle(RpcReplyPort<TenantHandle>),
+}
+
+#[derive(Debug)]
+pub(crate) struct TenantActor;
+
+pub(crate) struct TenantArgs {
+    pub(crate) tenant: String,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// A `send_after` task: the wake-up it will deliver.
+type Timer = JoinHandle<Result<(), ractor::MessagingErr<TenantMsg>>>;
+
+pub(crate) struct TenantState {
+    tenant: Arc<str>,
+    shared: Arc<Shared>,
+    handle: TenantHandle,
+    wake: Option<(u64, Timer)>,
+    idle_check: JoinHandle<()>,
+}
+
+impl Actor for TenantActor {
+    type Msg = TenantMsg;
+    type State = TenantState;
+    type Arguments = TenantArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<TenantMsg>,
+        args: TenantArgs,
+    ) -> Result<TenantState, ActorProcessingErr> {
+        if args.shared.faults.start_fails(&args.tenant) {
+            return Err(format!("fault injected: tenant {} fails to start", args.tenant).into());
+        }
+        let tenant: Arc<str> = args.tenant.into();
+        let shared = args.shared;
+        // Everything else is rebuilt from the registry and the node's work on the first look.
+        let handle = TenantHandle {
+            tenant: tenant.clone(),
+            cache: CascadeCache::new(shared.settings.cache_entries),
+            registry: shared.registry.clone(),
+            last_used: Arc::new(AtomicU64::new(now_ms())),
+            actor: myself.clone(),
+        };
+        let period = (shared.settings.passivate_after / 2).max(Duration::from_millis(50));
+        let idle_check =
+            ractor::time::send_interval(period, myself.get_cell(), || TenantMsg::IdleCheck);
+        let _ = myself.cast(TenantMsg::Changed);
+        Ok(TenantState {
+            tenant,
+            shared,
+            handle,
+            wake: None,
+            idle_check,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<TenantMsg>,
+        state: &mut TenantState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.idle_check.abort();
+        if let Some((_, wake)) = state.wake.take() {
+            wake.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<TenantMsg>,
+        message: TenantMsg,
+        state: &mut TenantState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            TenantMsg::Changed | TenantMsg::Wake => state.look(&myself),
+            TenantMsg::IdleCheck => {
+                if state.idle() {
+                    tracing::debug!(tenant = %state.tenant, "tenant actor passivated");
+                    myself.stop(Some("idle".to_owned()));
+                }
+            }
+            TenantMsg::Crash => panic!("fault injected: tenant {} actor panics", state.tenant),
+            TenantMsg::Handle(reply) => {
+                let _ = reply.send(state.handle.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TenantState {
+    /// Reads the queue, asks what the home should do, starts it, and sets the next wake-up.
+    fn look(&mut self, myself: &ActorRef<TenantMsg>) {
+        let shared = &self.shared;
+        let (placement, calls) = {
+            let registry = shared
+                .registry
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let calls: Vec<Call> = registry
+                .calls_of(&self.tenant)
+                .filter(|c| !c.state.is_finished())
+                .cloned()
+                .collect();
+            (registry.placement(&self.tenant), calls)
+        };
+        let now = now_ms();
+        let plan = {
+            let work = shared.work.lock();
+            let local = Local {
+                node: shared.node,
+                live_claims: &work.live_claims,
+                in_flight: &work.in_flight,
+            };
+            home_duties(placement, &calls, local, now)
+        };
+        for duty in plan.duties {
+            self.start(duty, myself);
+        }
+        match plan.wake_at {
+            Some(at) if self.wake.as_ref().is_none_or(|(w, _)| *w != at) => {
+                if let Some((_, old)) = self.wake.take() {
+                    old.abort();
+                }
+                let delay = Duration::from_millis(at.saturating_sub(now) + 1);
+                let task = ractor::time::send_after(delay, myself.get_cell(), || TenantMsg::Wake);
+                self.wake = Some((at, task));
+            }
+            Some(_) => {}
+            None => {
+                if let Some((_, old)) = self.wake.take() {
+                    old.abort();
+                }
+            }
+        }
+    }
+
+    fn start(&self, duty: Duty, myself: &ActorRef<TenantMsg>) {
+        let call = match &duty {
+            Duty::Expire { call, .. } | Duty::ClaimAndRun { call, .. } => call.clone(),
+            Duty::MarkUnknown { call, .. } => call.clone(),
+        };
+        let shared = self.shared.clone();
+        if !shared.work.begin(&call) {
+            return;
+        }
+        let node = shared.node;
+        let myself = myself.clone();
+        let handle = self.handle.clone();
+        let task = async move {
+            match duty {
+                Duty::Expire { call, epoch } => {
+                    let command = Command::Expire {
+                        call_id: call.clone(),
+                        node,
+                        epoch,
+                    };
+                    note(&call, "expire", shared.cluster.propose(command).await);
+                    shared.work.end(&call);
+                }
+                Duty::MarkUnknown { call, epoch } => {
+                    let command = Command::MarkUnknown {
+                        call_id: call.clone(),
+                        node,
+                        epoch,
+                    };
+                    note(&call, "mark unknown", shared.cluster.propose(command).await);
+                    shared.work.end(&call);
+                }
+                Duty::ClaimAndRun { call, epoch } => {
+                    claim_and_run(&shared, &handle, call, epoch).await;
+                }
+            }
+            // The actor may have been restarted or passivated meanwhile; then there is nobody
+            // to tell, and the next look starts from the registry anyway.
+            let _ = myself.cast(TenantMsg::Changed);
+        };
+        self.shared.work.spawn(task);
+    }
+
+    /// Idle: unused for the passivation time, and neither home to unfinished calls nor running
+    /// an execution here.
+    fn idle(&self) -> bool {
+        let settings = &self.shared.settings;
+        let unused = now_ms().saturating_sub(self.handle.last_used.load(Ordering::Relaxed))
+            >= settings.passivate_after.as_millis() as u64;
+        if !unused || self.shared.work.executing_for(&self.tenant) {
+            return false;
+        }
+        let registry = self
+            .shared
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let home = registry
+            .placement(&self.tenant)
+            .is_some_and(|p| p.home == self.shared.node);
+        !(home
+            && registry
+                .calls_of(&self.tenant)
+                .any(|c| !c.state.is_finished()))
+    }
+}
+
+fn note(call: &CallId, what: &str, result: Result<Response, ProposeError>) {
+    match result {
+        Ok(_) => tracing::debug!(%call, what, "proposed"),
+        Err(e) => tracing::debug!(%call, what, error = %e, "not proposed"),
+    }
+}
+
+/// Claims the call and, once the claim is committed, invokes the upstream exactly once under it
+/// and reports the outcome until it is recorded.
+async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId, epoch: u64) {
+    let claim_id = format!("claim_{}", uuid::Uuid::new_v4().simple());
+    // Live before it can be seen committed: see `Work::claim`.
+    shared.work.claim(&claim_id, handle.tenant());
+    let claimed = shared
+        .cluster
+        .propose(Command::Claim {
+            call_id: call.clone(),
+            node: shared.node,
+            epoch,
+            claim_id: claim_id.clone(),
+        })
+        .await;
+    shared.work.end(&call);
+    let record = match claimed {
+        Ok(Response::Call {
+            state: CallState::Executing,
+            ..
+        }) => shared
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .call(&call)
+            .cloned(),
+        other => {
+            note(&call, "claim", other);
+            None
+        }
+    };
+    let Some(record) = record.filter(|r| {
+        r.claim
+            .as_ref()
+            .is_some_and(|c| c.claim_id == claim_id && r.state == CallState::Executing)
+    }) else {
+        shared.work.release(&claim_id);
+        return;
+    };
+    let spec = &record.spec;
+    let execution = Execution {
+        call_id: call.clone(),
+        tenant: spec.tenant.clone(),
+        tool: spec.tool.clone(),
+        arguments: spec.arguments.clone(),
+        idempotency_key: call.to_string(),
+        skill_context: handle.skill_context(&spec.tool, spec.chain.end_user.as_deref()),
+        end_user: spec.chain.end_user.clone(),
+    };
+    let outcome = outcome_of(shared.executor.execute(execution).await);
+    report(shared, &call, &claim_id, outcome).await;
+    shared.work.release(&claim_id);
+}
+
+/// Proposes `Complete` until it is recorded, or until the claim is no longer this one (an
+/// approver resolved the call meanwhile). A node cut off from the leader keeps trying, so the
+/// outcome of a claim it held is recorded once it is back.
+async fn report(shared: &Arc<Shared>, call: &CallId, claim_id: &str, outcome: Outcome) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let command = Command::Complete {
+            call_id: call.clone(),
+            claim_id: claim_id.to_owned(),
+            outcome: outcome.clone(),
+        };
+        match shared.cluster.propose(command).await {
+            Ok(_) => return,
+            Err(ProposeError::Refused(reason)) => {
+                tracing::warn!(%call, %reason, "completion refused");
+                return;
+            }
+            Err(ProposeError::Unavailable(reason)) => {
+                tracing::debug!(%call, %reason, "completion not recorded yet; retrying");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(2));
+    }
+}

@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .build_server(true)
         // A call record is hundreds of bytes and a resync marker is eight: box the record so
         // every event moved through a watch channel is not the size of the largest one.
-        .boxed(".gatehouse.v1.ApprovalEvent.event.call")
+        .boxed(".gatehouse.v1.ApprovalEvent.event.change")
         .compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }

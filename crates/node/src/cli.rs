@@ -84,6 +84,13 @@ pub enum Command {
     },
     /// Make a new API key: prints the key once, and the SHA-256 a Principal stores.
     Keygen,
+    /// Call a tool through the gateway; with --wait, follow a call that needs approval.
+    Call(cmd::call::CallArgs),
+    /// Calls that wait for approval: list, watch, show, approve, reject, cancel, resolve.
+    Approvals {
+        #[command(subcommand)]
+        command: cmd::approvals::ApprovalsCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -168,5 +175,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Keygen => cmd::keygen::run(),
+        Command::Call(args) => cmd::remote(cmd::call::run(&remote, args)),
+        Command::Approvals { command } => cmd::remote(cmd::approvals::run(&remote, command)),
     }
 }

@@ -2,6 +2,7 @@
 //! file, defaults under both, and one `validate` that reports every problem at once.
 
 use crate::net::{OpenNetwork, SharedFilter};
+use gatehouse_actors::ActorSettings;
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
@@ -47,6 +48,16 @@ pub struct RawServeConfig {
     /// Build a snapshot (and purge the log behind it) after this many new entries.
     #[arg(long)]
     pub snapshot_every: Option<u64>,
+    /// A tenant's home that has not answered the leader for this long is replaced at once
+    /// (pending and approved calls move to the new home).
+    #[arg(long)]
+    pub home_unreachable_after_ms: Option<u64>,
+    /// A tenant actor idle for this long stops, unless it is home to unfinished calls.
+    #[arg(long)]
+    pub passivate_after_secs: Option<u64>,
+    /// Finished calls and idempotency records are kept this long, then purged.
+    #[arg(long)]
+    pub call_retention_hours: Option<u64>,
 }
 
 impl RawServeConfig {
@@ -72,6 +83,11 @@ impl RawServeConfig {
                 .install_snapshot_timeout_ms
                 .or(file.install_snapshot_timeout_ms),
             snapshot_every: self.snapshot_every.or(file.snapshot_every),
+            home_unreachable_after_ms: self
+                .home_unreachable_after_ms
+                .or(file.home_unreachable_after_ms),
+            passivate_after_secs: self.passivate_after_secs.or(file.passivate_after_secs),
+            call_retention_hours: self.call_retention_hours.or(file.call_retention_hours),
         }
     }
 
@@ -151,6 +167,27 @@ impl RawServeConfig {
         if raft.snapshot_every == 0 {
             problems.push("snapshot-every: must be above 0".to_owned());
         }
+        let mut actors = ActorSettings::default();
+        if let Some(ms) = self.home_unreachable_after_ms {
+            actors.home_unreachable_after = Duration::from_millis(ms);
+        }
+        if actors.home_unreachable_after <= raft.election_max {
+            problems.push(format!(
+                "home-unreachable-after-ms ({:?}) must be above election-max-ms ({:?}): a home \
+                 is not lost before the cluster could elect around it",
+                actors.home_unreachable_after, raft.election_max
+            ));
+        }
+        match self.passivate_after_secs {
+            Some(0) => problems.push("passivate-after-secs: must be above 0".to_owned()),
+            Some(s) => actors.passivate_after = Duration::from_secs(s),
+            None => {}
+        }
+        match self.call_retention_hours {
+            Some(0) => problems.push("call-retention-hours: must be above 0".to_owned()),
+            Some(h) => actors.retention = Duration::from_secs(h * 3600),
+            None => {}
+        }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -161,6 +198,7 @@ impl RawServeConfig {
             http,
             start,
             raft,
+            actors,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -227,6 +265,7 @@ pub struct ServeConfig {
     pub http: SocketAddr,
     pub start: Start,
     pub raft: RaftTimings,
+    pub actors: ActorSettings,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -240,6 +279,7 @@ impl fmt::Debug for ServeConfig {
             .field("http", &self.http)
             .field("start", &self.start)
             .field("raft", &self.raft)
+            .field("actors", &self.actors)
             .finish_non_exhaustive()
     }
 }

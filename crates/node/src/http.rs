@@ -3,18 +3,27 @@
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
+use gatehouse_actors::Health;
 use gatehouse_raft_store::Raft;
+use tokio::sync::watch;
 
-pub fn router(raft: Raft) -> Router {
+pub fn router(raft: Raft, health: watch::Receiver<Health>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",
             get(move || {
                 let raft = raft.clone();
+                let health = health.borrow().clone();
                 async move {
-                    // Ready once the node knows a leader: writes and linearizable reads can go
-                    // somewhere.
+                    // Ready once the node knows a leader (writes and linearizable reads can go
+                    // somewhere) and its supervision tree has given up on nothing.
+                    if let Health::NotReady { reason } = health {
+                        return (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {reason}\n"),
+                        );
+                    }
                     match raft.current_leader().await {
                         Some(leader) => (StatusCode::OK, format!("ready, leader {leader}\n")),
                         None => (StatusCode::SERVICE_UNAVAILABLE, "no leader\n".to_owned()),

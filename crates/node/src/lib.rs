@@ -5,11 +5,14 @@
 //! Domain decisions never live here: they belong to `gatehouse-registry`. This crate moves
 //! bytes, checks who is calling, and maps errors to status codes.
 
+mod actor_port;
 pub mod auth;
 pub mod cli;
 pub mod cluster;
 pub mod cmd;
 pub mod config;
+pub mod executor;
+pub mod feed;
 pub mod files;
 pub mod http;
 pub mod net;

@@ -3,13 +3,18 @@
 
 use crate::cluster::Cluster;
 use crate::config::{ServeConfig, Start};
+use crate::executor::NodeExecutor;
+use crate::feed::CallFeed;
 use crate::net::{NetworkFactory, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::services;
 use anyhow::{Context, bail};
+use gatehouse_actors::{Actors, Executor, Health};
 use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::approval_service_server::ApprovalServiceServer;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::cluster_service_server::ClusterServiceServer;
+use gatehouse_proto::v1::gateway_service_server::GatewayServiceServer;
 use gatehouse_proto::v1::raft_service_server::RaftServiceServer;
 use gatehouse_proto::v1::registry_service_server::RegistryServiceServer;
 use gatehouse_raft_store::Raft;
@@ -29,6 +34,9 @@ use tokio::task::JoinHandle;
 /// default.
 const MAX_MESSAGE: usize = crate::net::MAX_RAFT_MESSAGE;
 
+/// How long a stopping node waits for running executions to finish and report.
+const EXECUTION_GRACE: Duration = Duration::from_secs(5);
+
 /// A running node.
 pub struct NodeHandle {
     pub id: u64,
@@ -37,6 +45,8 @@ pub struct NodeHandle {
     pub cluster: Cluster,
     /// The admin key, when this start bootstrapped the cluster.
     pub admin_key: Option<String>,
+    /// The supervision tree: tenant actors, their queues, placement.
+    pub actors: Actors,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -55,9 +65,11 @@ impl NodeHandle {
         &self.cluster.raft
     }
 
-    /// Stops listening, stops Raft, and waits for the listeners to drain.
+    /// Stops listening, lets running executions finish (up to a grace period) so their outcomes
+    /// are recorded, stops Raft, and waits for the listeners to drain.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
+        self.actors.stop(EXECUTION_GRACE).await;
         let _ = self.cluster.raft.shutdown().await;
         for task in self.tasks {
             let _ = task.await;
@@ -123,6 +135,8 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
     let registry = state_machine.registry();
     let applied = state_machine.applied_watch();
+    let call_events = state_machine.subscribe();
+    let actor_events = state_machine.subscribe();
     let network = NetworkFactory::new(config.node_id, peers.clone(), config.filter.clone());
     let raft = Raft::new(
         config.node_id,
@@ -142,10 +156,31 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .with_batching();
 
+    let executor: Arc<dyn Executor> = Arc::new(NodeExecutor::new(cluster.registry.clone()));
+    let actors = Actors::start(
+        config.actors.clone(),
+        cluster.registry.clone(),
+        actor_events,
+        Arc::new(cluster.clone()),
+        executor.clone(),
+    )
+    .await?;
+
     let (stop, stopped) = watch::channel(false);
+    let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
     let tasks = vec![
-        serve_grpc(grpc_listener, &cluster, &config, stopped.clone()),
-        serve_http(http_listener, raft.clone(), stopped),
+        serve_grpc(
+            grpc_listener,
+            &cluster,
+            Services {
+                feed,
+                actors: actors.clone(),
+                executor,
+            },
+            &config,
+            stopped.clone(),
+        ),
+        serve_http(http_listener, raft.clone(), actors.health(), stopped),
     ];
 
     let admin_key = match (&config.start, joined) {
@@ -171,14 +206,23 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         http_addr: identity.http,
         cluster,
         admin_key,
+        actors,
         stop,
         tasks,
     })
 }
 
+/// What the client-facing services need besides the cluster.
+struct Services {
+    feed: CallFeed,
+    actors: Actors,
+    executor: Arc<dyn Executor>,
+}
+
 fn serve_grpc(
     listener: TcpListener,
     cluster: &Cluster,
+    front: Services,
     config: &ServeConfig,
     mut stopped: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -199,7 +243,15 @@ fn serve_grpc(
         )
         .add_service(ClusterServiceServer::new(
             services::cluster::Membership::new(cluster.clone(), reachable_window),
-        ));
+        ))
+        .add_service(ApprovalServiceServer::new(
+            services::approval::Approvals::new(cluster.clone(), front.feed),
+        ))
+        .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
+            cluster.clone(),
+            front.actors,
+            front.executor,
+        )));
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
@@ -220,13 +272,14 @@ fn serve_grpc(
 fn serve_http(
     listener: TcpListener,
     raft: Raft,
+    health: watch::Receiver<Health>,
     mut stopped: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(listener, crate::http::router(raft))
+        if let Err(e) = axum::serve(listener, crate::http::router(raft, health))
             .with_graceful_shutdown(shutdown)
             .await
         {

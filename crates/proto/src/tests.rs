@@ -159,18 +159,23 @@ fn descriptor_keeps_comments_for_reflection() {
 
 #[test]
 fn call_record_round_trips() {
-    use crate::v1::{ApprovalEvent, ApprovalMode, CallRecord, CallState, approval_event};
+    use crate::v1::{
+        ApprovalEvent, ApprovalMode, CallChange, CallRecord, CallState, ChangeKind, approval_event,
+    };
 
     let event = ApprovalEvent {
         index: 42,
-        event: Some(approval_event::Event::Call(Box::new(CallRecord {
-            call_id: "c-1".into(),
-            tenant: "acme".into(),
-            tool: "github.create_issue".into(),
-            effective_mode: ApprovalMode::Network.into(),
-            state: CallState::Pending.into(),
-            idempotency_key: Some("k".into()),
-            ..Default::default()
+        event: Some(approval_event::Event::Change(Box::new(CallChange {
+            kind: ChangeKind::Added.into(),
+            call: Some(CallRecord {
+                call_id: "c-1".into(),
+                tenant: "acme".into(),
+                tool: "github.create_issue".into(),
+                effective_mode: ApprovalMode::Network.into(),
+                state: CallState::Pending.into(),
+                idempotency_key: Some("k".into()),
+                ..Default::default()
+            }),
         }))),
     };
     let decoded = ApprovalEvent::decode(event.encode_to_vec().as_slice()).expect("decodes");

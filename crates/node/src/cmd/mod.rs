@@ -1,5 +1,7 @@
 //! One module per command.
 
+pub mod approvals;
+pub mod call;
 pub mod client;
 pub mod cluster;
 pub mod keygen;

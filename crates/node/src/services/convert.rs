@@ -133,3 +133,129 @@ pub fn page_after(token: &str) -> Result<Option<ResourceKey>, Status> {
         .map(Some)
         .ok_or_else(|| Status::invalid_argument("page_token is not one this service issued"))
 }
+
+/// A call as the approval and gateway services show it.
+pub fn call_record_to(call: &gatehouse_registry::Call) -> pb::CallRecord {
+    use gatehouse_registry::call::Verdict;
+    use gatehouse_registry::{CallState, Outcome};
+    let action = |v: &Verdict| pb::ApprovalAction {
+        principal: v.principal.clone(),
+        at_unix_ms: v.at as i64,
+        note: v.note.clone(),
+    };
+    // Cancel and Resolve record who and why in the note, as "<verb> by <principal>: <text>".
+    let noted = |prefix: &str| {
+        let (principal, note) = call
+            .note
+            .as_deref()?
+            .strip_prefix(prefix)?
+            .split_once(": ")?;
+        Some(pb::ApprovalAction {
+            principal: principal.to_owned(),
+            at_unix_ms: call.updated_at as i64,
+            note: note.to_owned(),
+        })
+    };
+    let spec = &call.spec;
+    let (result_json, error) = match &call.outcome {
+        Some(Outcome::Succeeded { result, .. }) => (result.clone(), None),
+        Some(Outcome::Failed { error }) => (None, Some(error.clone())),
+        None if call.state == CallState::Failed => (None, call.note.clone()),
+        None => (None, None),
+    };
+    pb::CallRecord {
+        call_id: spec.id.0.clone(),
+        tenant: spec.tenant.clone(),
+        tool: spec.tool.clone(),
+        args_json: spec.arguments.clone(),
+        args_sha256: spec.args_sha256.clone(),
+        principals: Some(pb::PrincipalChain {
+            end_user: spec.chain.end_user.clone(),
+            agent: spec.chain.agent.clone(),
+            a2a_peer: spec.chain.a2a_peer.clone(),
+        }),
+        requested_mode: approval_mode_to(spec.requested_mode.unwrap_or(spec.highest_mode)) as i32,
+        effective_mode: approval_mode_to(spec.effective_mode) as i32,
+        highest_mode: approval_mode_to(spec.highest_mode) as i32,
+        policy_decision_id: spec.policy_decision_id.clone(),
+        tool_generation: spec.tool_generation,
+        policy_generation: spec.policy_generation,
+        idempotency_key: spec.idempotency_key.clone(),
+        required_approvals: spec.required_approvals,
+        approvals: call.approvals.iter().map(action).collect(),
+        rejections: call.rejections.iter().map(action).collect(),
+        proposed_at_unix_ms: call.created_at as i64,
+        expires_at_unix_ms: spec.expires_at as i64,
+        approval_valid_until_unix_ms: call.approval_valid_until.map(|t| t as i64),
+        state: call_state_to(call.state) as i32,
+        claim: call.claim.as_ref().map(|c| pb::Claim {
+            claim_id: c.claim_id.clone(),
+            node_id: c.node,
+            epoch: c.epoch,
+        }),
+        cancellation: noted("cancelled by ").filter(|_| call.state == CallState::Cancelled),
+        resolution: noted("resolved by "),
+        result_json,
+        error,
+    }
+}
+
+pub fn approval_mode_to(mode: gatehouse_registry::ApprovalMode) -> pb::ApprovalMode {
+    use gatehouse_registry::ApprovalMode as M;
+    match mode {
+        M::ReadOnly => pb::ApprovalMode::ReadOnly,
+        M::LocalWrite => pb::ApprovalMode::LocalWrite,
+        M::Network => pb::ApprovalMode::Network,
+        M::Delegated => pb::ApprovalMode::Delegated,
+        M::Destructive => pb::ApprovalMode::Destructive,
+    }
+}
+
+/// A mode from the wire; `None` for UNSPECIFIED.
+pub fn approval_mode_from(value: i32) -> Result<Option<gatehouse_registry::ApprovalMode>, Status> {
+    use gatehouse_registry::ApprovalMode as M;
+    let mode = pb::ApprovalMode::try_from(value)
+        .map_err(|_| Status::invalid_argument(format!("unknown approval mode {value}")))?;
+    Ok(match mode {
+        pb::ApprovalMode::Unspecified => None,
+        pb::ApprovalMode::ReadOnly => Some(M::ReadOnly),
+        pb::ApprovalMode::LocalWrite => Some(M::LocalWrite),
+        pb::ApprovalMode::Network => Some(M::Network),
+        pb::ApprovalMode::Delegated => Some(M::Delegated),
+        pb::ApprovalMode::Destructive => Some(M::Destructive),
+    })
+}
+
+pub fn call_state_to(state: gatehouse_registry::CallState) -> pb::CallState {
+    use gatehouse_registry::CallState as S;
+    match state {
+        S::Pending => pb::CallState::Pending,
+        S::Approved => pb::CallState::Approved,
+        S::Rejected => pb::CallState::Rejected,
+        S::Cancelled => pb::CallState::Cancelled,
+        S::Expired => pb::CallState::Expired,
+        S::Executing => pb::CallState::Executing,
+        S::Succeeded => pb::CallState::Succeeded,
+        S::Failed => pb::CallState::Failed,
+        S::OutcomeUnknown => pb::CallState::OutcomeUnknown,
+    }
+}
+
+/// A state from the wire; `None` for UNSPECIFIED.
+pub fn call_state_from(value: i32) -> Result<Option<gatehouse_registry::CallState>, Status> {
+    use gatehouse_registry::CallState as S;
+    let state = pb::CallState::try_from(value)
+        .map_err(|_| Status::invalid_argument(format!("unknown call state {value}")))?;
+    Ok(match state {
+        pb::CallState::Unspecified => None,
+        pb::CallState::Pending => Some(S::Pending),
+        pb::CallState::Approved => Some(S::Approved),
+        pb::CallState::Rejected => Some(S::Rejected),
+        pb::CallState::Cancelled => Some(S::Cancelled),
+        pb::CallState::Expired => Some(S::Expired),
+        pb::CallState::Executing => Some(S::Executing),
+        pb::CallState::Succeeded => Some(S::Succeeded),
+        pb::CallState::Failed => Some(S::Failed),
+        pb::CallState::OutcomeUnknown => Some(S::OutcomeUnknown),
+    })
+}

@@ -1,8 +1,10 @@
 //! The node's gRPC services. Each authenticates its caller and checks the role it needs; errors
 //! become status codes in `status` only.
 
+pub mod approval;
 pub mod cluster;
 mod convert;
+pub mod gateway;
 pub mod raft;
 pub mod registry;
 pub mod status;

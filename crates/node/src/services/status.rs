@@ -1,7 +1,9 @@
 //! Errors to gRPC status codes, in one place: every error variant gets a deliberate code.
 
 use crate::cluster::WriteError;
+use gatehouse_actors::ActorsError;
 use gatehouse_registry::ApplyError;
+use gatehouse_registry::plan::PlanError;
 use tonic::Status;
 
 pub fn apply_error(e: &ApplyError) -> Status {
@@ -31,5 +33,26 @@ pub fn write_error(e: WriteError) -> Status {
         WriteError::Rejected(e) => apply_error(&e),
         WriteError::Unavailable(..) => Status::unavailable(e.to_string()),
         WriteError::Stopped(_) => Status::unavailable(e.to_string()),
+    }
+}
+
+/// Why a call was refused before anything was proposed or run. An unknown tenant reads the same
+/// as one the caller holds no role in (the gateway answers that one with this too).
+pub fn plan_error(e: &PlanError) -> Status {
+    match e {
+        PlanError::UnknownTenant(tenant) => Status::not_found(format!("tenant {tenant} not found")),
+        PlanError::UnknownTool(_) => Status::not_found(e.to_string()),
+        PlanError::NotAnAgent { .. } | PlanError::Refused(_) => {
+            Status::permission_denied(e.to_string())
+        }
+        PlanError::InvalidArguments(_) => Status::invalid_argument(e.to_string()),
+        // The admin's declaration is broken, not the caller's request.
+        PlanError::BadSchema(_) => Status::failed_precondition(e.to_string()),
+    }
+}
+
+pub fn actors_error(e: &ActorsError) -> Status {
+    match e {
+        ActorsError::Spawn(_) | ActorsError::Tenant(_) => Status::unavailable(e.to_string()),
     }
 }

@@ -1,0 +1,509 @@
+//! `gatehouse approvals ...`: an approver's view of the queue: list, watch, read and decide.
+
+use super::client::{self, explain};
+use crate::cli::{Output, Remote};
+use clap::{Subcommand, ValueEnum};
+use futures::StreamExt;
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List a tenant's calls that wait for someone (or those in one state).
+    List {
+        #[arg(long)]
+        tenant: String,
+        /// Only calls of this tool (`upstream.tool`).
+        #[arg(long)]
+        tool: Option<String>,
+        /// Only calls with this effective mode.
+        #[arg(long, value_enum)]
+        mode: Option<Mode>,
+        /// Only calls in this state (default: every unfinished one).
+        #[arg(long, value_enum)]
+        state: Option<State>,
+    },
+    /// Print a tenant's call changes as they happen, one line each, until interrupted.
+    Watch {
+        #[arg(long)]
+        tenant: String,
+        /// The index of the last event already seen; 0 starts with the whole pending set.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+    },
+    /// Show one call.
+    Get { id: String },
+    /// Approve a call, bound to the arguments it has now.
+    Approve {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Reject a call; one rejection is final.
+    Reject {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Withdraw a pending call (for a principal of the call's own chain).
+    Cancel {
+        id: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Settle an outcome-unknown call.
+    Resolve {
+        id: String,
+        #[arg(long, value_enum)]
+        outcome: ResolveAs,
+        /// What really happened, and how you know.
+        #[arg(long)]
+        note: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Mode {
+    ReadOnly,
+    LocalWrite,
+    Network,
+    Delegated,
+    Destructive,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum State {
+    Pending,
+    Approved,
+    Rejected,
+    Cancelled,
+    Expired,
+    Executing,
+    Succeeded,
+    Failed,
+    OutcomeUnknown,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ResolveAs {
+    Succeeded,
+    Failed,
+}
+
+type Client = ApprovalServiceClient<client::Authed>;
+
+async fn connect(remote: &Remote) -> anyhow::Result<Client> {
+    let (channel, bearer) = client::connect(remote).await?;
+    Ok(ApprovalServiceClient::with_interceptor(channel, bearer))
+}
+
+pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
+    let out = remote.output;
+    match command {
+        ApprovalsCommand::List {
+            tenant,
+            tool,
+            mode,
+            state,
+        } => list(remote, tenant, tool, mode, state).await,
+        ApprovalsCommand::Watch { tenant, from } => watch(remote, tenant, from).await,
+        ApprovalsCommand::Get { id } => {
+            let call = get(&mut connect(remote).await?, id).await?;
+            match out {
+                Output::Json => println!("{}", record_json(&call)),
+                Output::Text => print!("{}", details(&call)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Approve { id, reason } => {
+            let mut client = connect(remote).await?;
+            let seen = get(&mut client, id.clone()).await?;
+            let answer = client
+                .approve(pb::ApproveCallRequest {
+                    call_id: id,
+                    args_sha256: seen.args_sha256.clone(),
+                    note: reason,
+                })
+                .await
+                .map_err(explain)?
+                .into_inner();
+            let call = answer.call.unwrap_or_default();
+            if out == Output::Text {
+                println!(
+                    "approved {} of tool {} with arguments sha256 {}",
+                    call.call_id, seen.tool, seen.args_sha256
+                );
+            }
+            decided(out, &call, answer.log_index);
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Reject { id, reason } => {
+            let answer = connect(remote)
+                .await?
+                .reject(pb::RejectCallRequest {
+                    call_id: id,
+                    reason,
+                })
+                .await
+                .map_err(explain)?
+                .into_inner();
+            decided(out, &answer.call.unwrap_or_default(), answer.log_index);
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Cancel { id, reason } => {
+            let answer = connect(remote)
+                .await?
+                .cancel(pb::CancelCallRequest {
+                    call_id: id,
+                    reason,
+                })
+                .await
+                .map_err(explain)?
+                .into_inner();
+            decided(out, &answer.call.unwrap_or_default(), answer.log_index);
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Resolve { id, outcome, note } => {
+            let outcome = match outcome {
+                ResolveAs::Succeeded => pb::ResolveOutcome::Succeeded,
+                ResolveAs::Failed => pb::ResolveOutcome::Failed,
+            };
+            let answer = connect(remote)
+                .await?
+                .resolve(pb::ResolveCallRequest {
+                    call_id: id,
+                    outcome: outcome as i32,
+                    note,
+                })
+                .await
+                .map_err(explain)?
+                .into_inner();
+            decided(out, &answer.call.unwrap_or_default(), answer.log_index);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn get(client: &mut Client, call_id: String) -> anyhow::Result<pb::CallRecord> {
+    Ok(client
+        .get(pb::GetCallRecordRequest { call_id })
+        .await
+        .map_err(explain)?
+        .into_inner()
+        .call
+        .unwrap_or_default())
+}
+
+async fn list(
+    remote: &Remote,
+    tenant: String,
+    tool: Option<String>,
+    mode: Option<Mode>,
+    state: Option<State>,
+) -> anyhow::Result<ExitCode> {
+    let mut client = connect(remote).await?;
+    let mut all = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_pending(pb::ListCallsRequest {
+                tenant: tenant.clone(),
+                state: state.map_or(pb::CallState::Unspecified, state_to) as i32,
+                page_size: 1_000,
+                page_token,
+                tool: tool.clone().unwrap_or_default(),
+                mode: mode.map_or(pb::ApprovalMode::Unspecified, mode_to) as i32,
+            })
+            .await
+            .map_err(explain)?
+            .into_inner();
+        all.extend(page.calls);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        page_token = page.next_page_token;
+    }
+    for call in &all {
+        match remote.output {
+            Output::Json => println!("{}", record_json(call)),
+            Output::Text => println!("{}", summary(call)),
+        }
+    }
+    if remote.output == Output::Text {
+        println!("{} call(s)", all.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where a watch resumes: after the last index whose events all arrived. One entry may change
+/// several calls, and a stream can break between them; those already printed are skipped.
+#[derive(Debug, Default)]
+struct Position {
+    complete: u64,
+    partial: Option<(u64, HashSet<String>)>,
+}
+
+impl Position {
+    /// Whether the event is new; it is counted as seen.
+    fn take(&mut self, event: &pb::ApprovalEvent) -> bool {
+        use pb::approval_event::Event;
+        let call_id = match &event.event {
+            Some(Event::Change(c)) => c.call.as_ref().map_or("", |c| c.call_id.as_str()),
+            Some(Event::Resync(_)) | None => {
+                self.complete = event.index;
+                self.partial = None;
+                return true;
+            }
+        };
+        match &mut self.partial {
+            Some((index, seen)) if *index == event.index => seen.insert(call_id.to_owned()),
+            _ => {
+                if let Some((index, _)) = self.partial.take() {
+                    self.complete = index;
+                }
+                self.partial = Some((event.index, HashSet::from([call_id.to_owned()])));
+                true
+            }
+        }
+    }
+}
+
+/// Follows the tenant's changes; when the node goes away, resumes where it was.
+async fn watch(remote: &Remote, tenant: String, from: u64) -> anyhow::Result<ExitCode> {
+    let mut position = Position {
+        complete: from,
+        partial: None,
+    };
+    let mut followed = false;
+    loop {
+        let opened = async {
+            let mut client = connect(remote).await?;
+            let request = pb::WatchCallsRequest {
+                tenant: tenant.clone(),
+                from_index: position.complete,
+            };
+            anyhow::Ok(client.watch_pending(request).await.map_err(explain)?)
+        };
+        let why = match opened.await {
+            Ok(response) => {
+                followed = true;
+                let mut events = response.into_inner();
+                loop {
+                    match events.next().await {
+                        Some(Ok(event)) => {
+                            if position.take(&event) {
+                                print_event(remote.output, &event);
+                            }
+                        }
+                        Some(Err(status)) if status.code() == tonic::Code::Unavailable => {
+                            break status.message().to_owned();
+                        }
+                        Some(Err(status)) => return Err(explain(status)),
+                        None => break "the stream ended".to_owned(),
+                    }
+                }
+            }
+            // A refusal at the start is final; a node going away later is worth a retry.
+            Err(e) if !followed => return Err(e),
+            Err(e) => format!("{e:#}"),
+        };
+        eprintln!(
+            "watch interrupted ({why}); resuming after index {}",
+            position.complete
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn print_event(output: Output, event: &pb::ApprovalEvent) {
+    use pb::approval_event::Event;
+    match (&event.event, output) {
+        (Some(Event::Change(change)), Output::Json) => {
+            let call = change.call.clone().unwrap_or_default();
+            println!(
+                "{}",
+                json!({"index": event.index, "kind": kind_name(change.kind), "call": record_json(&call)})
+            );
+        }
+        (Some(Event::Change(change)), Output::Text) => {
+            let call = change.call.clone().unwrap_or_default();
+            println!(
+                "{} {:<7} {}",
+                event.index,
+                kind_name(change.kind),
+                summary(&call)
+            );
+        }
+        (Some(Event::Resync(r)), Output::Json) => {
+            println!(
+                "{}",
+                json!({"index": event.index, "resync": {"calls": r.calls}})
+            );
+        }
+        (Some(Event::Resync(r)), Output::Text) => {
+            println!(
+                "{} resync: the {} call(s) above are all that wait",
+                event.index, r.calls
+            );
+        }
+        (None, _) => {}
+    }
+}
+
+fn kind_name(kind: i32) -> &'static str {
+    match pb::ChangeKind::try_from(kind) {
+        Ok(pb::ChangeKind::Added) => "added",
+        Ok(pb::ChangeKind::Changed) => "changed",
+        Ok(pb::ChangeKind::Removed) => "removed",
+        Ok(pb::ChangeKind::Unspecified) | Err(_) => "?",
+    }
+}
+
+fn decided(output: Output, call: &pb::CallRecord, log_index: u64) {
+    match output {
+        Output::Json => println!(
+            "{}",
+            json!({"log_index": log_index, "call": record_json(call)})
+        ),
+        Output::Text => println!("{}  (log index {log_index})", summary(call)),
+    }
+}
+
+fn state_to(state: State) -> pb::CallState {
+    match state {
+        State::Pending => pb::CallState::Pending,
+        State::Approved => pb::CallState::Approved,
+        State::Rejected => pb::CallState::Rejected,
+        State::Cancelled => pb::CallState::Cancelled,
+        State::Expired => pb::CallState::Expired,
+        State::Executing => pb::CallState::Executing,
+        State::Succeeded => pb::CallState::Succeeded,
+        State::Failed => pb::CallState::Failed,
+        State::OutcomeUnknown => pb::CallState::OutcomeUnknown,
+    }
+}
+
+fn mode_to(mode: Mode) -> pb::ApprovalMode {
+    match mode {
+        Mode::ReadOnly => pb::ApprovalMode::ReadOnly,
+        Mode::LocalWrite => pb::ApprovalMode::LocalWrite,
+        Mode::Network => pb::ApprovalMode::Network,
+        Mode::Delegated => pb::ApprovalMode::Delegated,
+        Mode::Destructive => pb::ApprovalMode::Destructive,
+    }
+}
+
+/// `CALL_STATE_OUTCOME_UNKNOWN` as `outcome_unknown`.
+fn state_name(state: i32) -> String {
+    pb::CallState::try_from(state).map_or("?".into(), |s| {
+        s.as_str_name()
+            .trim_start_matches("CALL_STATE_")
+            .to_lowercase()
+    })
+}
+
+fn mode_name(mode: i32) -> String {
+    pb::ApprovalMode::try_from(mode).map_or("?".into(), |m| {
+        m.as_str_name()
+            .trim_start_matches("APPROVAL_MODE_")
+            .to_lowercase()
+    })
+}
+
+/// One line: id, state, tool, mode, approvals, whose call.
+fn summary(call: &pb::CallRecord) -> String {
+    let agent = call.principals.as_ref().map_or("", |p| p.agent.as_str());
+    format!(
+        "{}  {:<15} {}  {}  approvals {}/{}  by {agent}",
+        call.call_id,
+        state_name(call.state),
+        call.tool,
+        mode_name(call.effective_mode),
+        call.approvals.len(),
+        call.required_approvals
+    )
+}
+
+fn details(call: &pb::CallRecord) -> String {
+    let mut text = format!(
+        "call       {}\ntenant     {}\ntool       {}\nstate      {}\nmode       {} (highest {})\nargs       {}\nargs sha256 {}\n",
+        call.call_id,
+        call.tenant,
+        call.tool,
+        state_name(call.state),
+        mode_name(call.effective_mode),
+        mode_name(call.highest_mode),
+        call.args_json,
+        call.args_sha256,
+    );
+    if let Some(p) = &call.principals {
+        text += &format!("agent      {}\n", p.agent);
+        if let Some(user) = &p.end_user {
+            text += &format!("end user   {user}\n");
+        }
+        if let Some(peer) = &p.a2a_peer {
+            text += &format!("a2a peer   {peer}\n");
+        }
+    }
+    text += &format!(
+        "approvals  {} of {}\n",
+        call.approvals.len(),
+        call.required_approvals
+    );
+    for a in &call.approvals {
+        text += &format!("  approved by {}: {}\n", a.principal, a.note);
+    }
+    for r in &call.rejections {
+        text += &format!("  rejected by {}: {}\n", r.principal, r.note);
+    }
+    for (what, action) in [
+        ("cancelled", &call.cancellation),
+        ("resolved", &call.resolution),
+    ] {
+        if let Some(a) = action {
+            text += &format!("{what} by {}: {}\n", a.principal, a.note);
+        }
+    }
+    if let Some(error) = &call.error {
+        text += &format!("error      {error}\n");
+    }
+    text
+}
+
+fn action_json(a: &pb::ApprovalAction) -> Value {
+    json!({"principal": a.principal, "at_unix_ms": a.at_unix_ms, "note": a.note})
+}
+
+fn record_json(call: &pb::CallRecord) -> Value {
+    json!({
+        "call_id": call.call_id,
+        "tenant": call.tenant,
+        "tool": call.tool,
+        "args": serde_json::from_str::<Value>(&call.args_json).unwrap_or(Value::String(call.args_json.clone())),
+        "args_sha256": call.args_sha256,
+        "principals": call.principals.as_ref().map(|p| json!({"end_user": p.end_user, "agent": p.agent, "a2a_peer": p.a2a_peer})),
+        "requested_mode": mode_name(call.requested_mode),
+        "effective_mode": mode_name(call.effective_mode),
+        "highest_mode": mode_name(call.highest_mode),
+        "policy_decision_id": call.policy_decision_id,
+        "tool_generation": call.tool_generation,
+        "policy_generation": call.policy_generation,
+        "idempotency_key": call.idempotency_key,
+        "required_approvals": call.required_approvals,
+        "approvals": call.approvals.iter().map(action_json).collect::<Vec<_>>(),
+        "rejections": call.rejections.iter().map(action_json).collect::<Vec<_>>(),
+        "proposed_at_unix_ms": call.proposed_at_unix_ms,
+        "expires_at_unix_ms": call.expires_at_unix_ms,
+        "approval_valid_until_unix_ms": call.approval_valid_until_unix_ms,
+        "state": state_name(call.state),
+        "claim": call.claim.as_ref().map(|c| json!({"claim_id": c.claim_id, "node_id": c.node_id, "epoch": c.epoch})),
+        "cancellation": call.cancellation.as_ref().map(action_json),
+        "resolution": call.resolution.as_ref().map(action_json),
+        "result": call.result_json.as_deref().map(|r| serde_json::from_str::<Value>(r).unwrap_or(Value::String(r.to_owned()))),
+        "error": call.error,
+    })
+}

@@ -1,0 +1,317 @@
+//! `ApprovalService`: approvers list, watch and decide their tenant's calls. Decisions are Raft
+//! commands proposed from any node; the registry's guards decide whether they hold. Reads and
+//! watches answer from this node's copy and its call feed.
+//!
+//! A call of a tenant the caller holds no role in does not exist for it: NOT_FOUND, worded as
+//! for a missing id.
+
+use super::convert::{self, call_record_to};
+use super::status::{apply_error, write_error};
+use crate::auth::{Caller, authenticate};
+use crate::cluster::Cluster;
+use crate::feed::{CallFeed, ChangeKind, WatchEvent};
+use futures::{Stream, StreamExt};
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::approval_service_server::ApprovalService;
+use gatehouse_registry::resource::Role;
+use gatehouse_registry::{ApplyError, Call, CallId, Command, Outcome};
+use std::pin::Pin;
+use tonic::{Request, Response, Status};
+
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1_000;
+
+#[derive(Debug, Clone)]
+pub struct Approvals {
+    cluster: Cluster,
+    feed: CallFeed,
+}
+
+impl Approvals {
+    pub fn new(cluster: Cluster, feed: CallFeed) -> Self {
+        Approvals { cluster, feed }
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let registry = self.cluster.registry.read().expect("registry lock");
+        authenticate(&registry, request.metadata())
+    }
+
+    /// The call, if it exists and its tenant is one the caller holds a role in.
+    fn visible_call(&self, caller: &Caller, id: &str) -> Result<Call, Status> {
+        if id.is_empty() {
+            return Err(Status::invalid_argument("call_id is required"));
+        }
+        let registry = self.cluster.registry.read().expect("registry lock");
+        match registry.call(&CallId(id.to_owned())) {
+            Some(call) if caller.member_of(&call.spec.tenant) => Ok(call.clone()),
+            _ => Err(apply_error(&ApplyError::NotFound {
+                what: format!("call {id}"),
+            })),
+        }
+    }
+
+    /// A tenant the caller may review: it exists, and the caller is its approver or a cluster
+    /// admin.
+    fn reviewable_tenant(&self, caller: &Caller, tenant: &str) -> Result<(), Status> {
+        if tenant.is_empty() {
+            return Err(Status::invalid_argument("tenant is required"));
+        }
+        let exists = self
+            .cluster
+            .registry
+            .read()
+            .expect("registry lock")
+            .tenant_exists(tenant);
+        if !exists || !caller.member_of(tenant) {
+            return Err(Status::not_found(format!("tenant {tenant} does not exist")));
+        }
+        require_reviewer(caller, tenant)
+    }
+
+    /// Proposes a decision on a call; the call's record right after it, and the log index.
+    async fn decide(&self, command: Command, id: &str) -> Result<(pb::CallRecord, u64), Status> {
+        let (_, log_index) = self.cluster.propose(command).await.map_err(write_error)?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let call = registry
+            .call(&CallId(id.to_owned()))
+            .ok_or_else(|| Status::internal(format!("call {id} is gone after the decision")))?;
+        Ok((call_record_to(call), log_index))
+    }
+}
+
+/// Approvers of the tenant and cluster admins may read and watch its calls.
+fn require_reviewer(caller: &Caller, tenant: &str) -> Result<(), Status> {
+    if caller.cluster(Role::Admin) || caller.spec.has_role(tenant, Role::Approver) {
+        Ok(())
+    } else {
+        Err(not_approver(caller, tenant))
+    }
+}
+
+/// Only the tenant's approvers decide; the registry checks it again when the command applies.
+fn require_approver(caller: &Caller, tenant: &str) -> Result<(), Status> {
+    if caller.spec.has_role(tenant, Role::Approver) {
+        Ok(())
+    } else {
+        Err(not_approver(caller, tenant))
+    }
+}
+
+fn not_approver(caller: &Caller, tenant: &str) -> Status {
+    apply_error(&ApplyError::NotApprover {
+        principal: caller.name.clone(),
+        tenant: tenant.to_owned(),
+    })
+}
+
+fn page_size(requested: u32) -> usize {
+    match requested as usize {
+        0 => DEFAULT_PAGE,
+        n => n.min(MAX_PAGE),
+    }
+}
+
+fn required(value: &str, what: &str) -> Result<(), Status> {
+    if value.trim().is_empty() {
+        Err(Status::invalid_argument(what.to_owned()))
+    } else {
+        Ok(())
+    }
+}
+
+// `Event::Change` holds its `CallChange` boxed or not, as the proto build decides.
+#[allow(clippy::useless_conversion)]
+fn event_to(event: WatchEvent) -> pb::ApprovalEvent {
+    use pb::approval_event::Event;
+    match event {
+        WatchEvent::Change { index, change } => {
+            let kind = match change.kind {
+                ChangeKind::Added => pb::ChangeKind::Added,
+                ChangeKind::Changed => pb::ChangeKind::Changed,
+                ChangeKind::Removed => pb::ChangeKind::Removed,
+            };
+            pb::ApprovalEvent {
+                index,
+                event: Some(Event::Change(
+                    pb::CallChange {
+                        kind: kind as i32,
+                        call: Some(call_record_to(&change.call)),
+                    }
+                    .into(),
+                )),
+            }
+        }
+        WatchEvent::Resync { index, calls } => pb::ApprovalEvent {
+            index,
+            event: Some(Event::Resync(pb::Resync { calls })),
+        },
+    }
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<pb::ApprovalEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ApprovalService for Approvals {
+    async fn list_pending(
+        &self,
+        request: Request<pb::ListCallsRequest>,
+    ) -> Result<Response<pb::ListCallsResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        self.reviewable_tenant(&caller, &request.tenant)?;
+        let state = convert::call_state_from(request.state)?;
+        let mode = convert::approval_mode_from(request.mode)?;
+        let size = page_size(request.page_size);
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let mut matching = registry
+            .calls_of(&request.tenant)
+            .skip_while(|c| c.spec.id.0 <= request.page_token)
+            .filter(|c| state.map_or(!c.state.is_finished(), |s| c.state == s))
+            .filter(|c| request.tool.is_empty() || c.spec.tool == request.tool)
+            .filter(|c| mode.is_none_or(|m| c.spec.effective_mode == m));
+        let calls: Vec<pb::CallRecord> = matching.by_ref().take(size).map(call_record_to).collect();
+        let next_page_token = match calls.last() {
+            Some(last) if matching.next().is_some() => last.call_id.clone(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListCallsResponse {
+            calls,
+            next_page_token,
+        }))
+    }
+
+    type WatchPendingStream = Events;
+
+    async fn watch_pending(
+        &self,
+        request: Request<pb::WatchCallsRequest>,
+    ) -> Result<Response<Self::WatchPendingStream>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        self.reviewable_tenant(&caller, &request.tenant)?;
+        let events = self
+            .feed
+            .watch(&request.tenant, request.from_index)
+            .map(|event| Ok(event_to(event)))
+            // The feed ends only when the node stops.
+            .chain(futures::stream::once(async {
+                Err(Status::unavailable(
+                    "this node is stopping: resume from the last index on another node",
+                ))
+            }));
+        Ok(Response::new(Box::pin(events)))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetCallRecordRequest>,
+    ) -> Result<Response<pb::GetCallRecordResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let call = self.visible_call(&caller, &request.get_ref().call_id)?;
+        require_reviewer(&caller, &call.spec.tenant)?;
+        Ok(Response::new(pb::GetCallRecordResponse {
+            call: Some(call_record_to(&call)),
+        }))
+    }
+
+    async fn approve(
+        &self,
+        request: Request<pb::ApproveCallRequest>,
+    ) -> Result<Response<pb::ApproveCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        required(&request.args_sha256, "name the args_sha256 you reviewed")?;
+        let call = self.visible_call(&caller, &request.call_id)?;
+        require_approver(&caller, &call.spec.tenant)?;
+        let command = Command::Approve {
+            call_id: call.spec.id,
+            approver: caller.name,
+            args_sha256: request.args_sha256,
+            note: request.note,
+        };
+        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        Ok(Response::new(pb::ApproveCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+
+    async fn reject(
+        &self,
+        request: Request<pb::RejectCallRequest>,
+    ) -> Result<Response<pb::RejectCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        required(&request.reason, "a rejection needs a reason")?;
+        let call = self.visible_call(&caller, &request.call_id)?;
+        require_approver(&caller, &call.spec.tenant)?;
+        let command = Command::Reject {
+            call_id: call.spec.id,
+            approver: caller.name,
+            reason: request.reason,
+        };
+        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        Ok(Response::new(pb::RejectCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelCallRequest>,
+    ) -> Result<Response<pb::CancelCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        let call = self.visible_call(&caller, &request.call_id)?;
+        // Whether the caller is of the call's chain is the registry's guard to check.
+        let command = Command::Cancel {
+            call_id: call.spec.id,
+            principal: caller.name,
+            reason: request.reason,
+        };
+        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        Ok(Response::new(pb::CancelCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+
+    async fn resolve(
+        &self,
+        request: Request<pb::ResolveCallRequest>,
+    ) -> Result<Response<pb::ResolveCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        required(&request.note, "say what really happened in the note")?;
+        let outcome = match pb::ResolveOutcome::try_from(request.outcome) {
+            Ok(pb::ResolveOutcome::Succeeded) => Outcome::Succeeded {
+                output_sha256: String::new(),
+                output_len: 0,
+                result: None,
+            },
+            Ok(pb::ResolveOutcome::Failed) => Outcome::Failed {
+                error: request.note.clone(),
+            },
+            Ok(pb::ResolveOutcome::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(
+                    "outcome must be RESOLVE_OUTCOME_SUCCEEDED or RESOLVE_OUTCOME_FAILED",
+                ));
+            }
+        };
+        let call = self.visible_call(&caller, &request.call_id)?;
+        require_approver(&caller, &call.spec.tenant)?;
+        let command = Command::Resolve {
+            call_id: call.spec.id,
+            approver: caller.name,
+            outcome,
+            note: request.note,
+        };
+        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        Ok(Response::new(pb::ResolveCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+}

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 use tokio::time::MissedTickBehavior;
+use watcher::Watcher;
 
 /// Changes the ring keeps for watchers that resume.
 pub const RING_CHANGES: usize = 10_000;
@@ -119,9 +120,8 @@ pub struct CallFeed {
 
 impl std::fmt::Debug for CallFeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallFeed")
-            .field("last_index", &self.last_index())
-            .finish_non_exhaustive()
+        // Without the lock: this may be printed while it is held.
+        f.debug_struct("CallFeed").finish_non_exhaustive()
     }
 }
 
@@ -193,7 +193,7 @@ impl CallFeed {
             last: from_index,
             queue: VecDeque::new(),
             live: None,
-            known: HashMap::new(),
+            known: BTreeMap::new(),
         };
         futures::stream::unfold(watcher, |mut watcher| async move {
             let event = watcher.next().await?;
@@ -438,64 +438,7 @@ impl State {
     }
 }
 
-/// One watch stream's position and what it has yet to send.
-#[derive(Debug)]
-struct Watcher {
-    feed: CallFeed,
-    tenant: String,
-    /// Every change up to this index has been queued: where the stream resumes from.
-    last: u64,
-    queue: VecDeque<WatchEvent>,
-    live: Option<broadcast::Receiver<Live>>,
-    /// The calls this stream has reported unfinished, so a resync can report those that
-    /// finished meanwhile.
-    known: HashMap<CallId, Arc<Call>>,
-}
-
-impl Watcher {
-    async fn next(&mut self) -> Option<WatchEvent> {
-        loop {
-            if let Some(event) = self.queue.pop_front() {
-                return Some(event);
-            }
-            match &mut self.live {
-                None => {
-                    let feed = self.feed.clone();
-                    self.live = Some(feed.resume(self)?);
-                }
-                Some(live) => match live.recv().await {
-                    Ok(Live::Entry(entry)) => self.take(&entry),
-                    Ok(Live::Reset) | Err(RecvError::Lagged(_)) => self.live = None,
-                    Err(RecvError::Closed) => return None,
-                },
-            }
-        }
-    }
-
-    fn take(&mut self, entry: &Entry) {
-        if entry.index <= self.last {
-            return;
-        }
-        self.last = entry.index;
-        for change in &entry.changes {
-            if change.call.spec.tenant == self.tenant {
-                self.send(entry.index, change.kind, change.call.clone());
-            }
-        }
-    }
-
-    fn send(&mut self, index: u64, kind: ChangeKind, call: Arc<Call>) {
-        if kind == ChangeKind::Removed {
-            self.known.remove(call.id());
-        } else {
-            self.known.insert(call.id().clone(), call.clone());
-        }
-        self.queue.push_back(WatchEvent::Change {
-            index,
-            change: Change { kind, call },
-        });
-    }
-}
+mod watcher;
 
 #[cfg(test)]
 mod tests;

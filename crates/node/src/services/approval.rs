@@ -120,8 +120,6 @@ fn required(value: &str, what: &str) -> Result<(), Status> {
     }
 }
 
-// `Event::Change` holds its `CallChange` boxed or not, as the proto build decides.
-#[allow(clippy::useless_conversion)]
 fn event_to(event: WatchEvent) -> pb::ApprovalEvent {
     use pb::approval_event::Event;
     match event {
@@ -133,13 +131,10 @@ fn event_to(event: WatchEvent) -> pb::ApprovalEvent {
             };
             pb::ApprovalEvent {
                 index,
-                event: Some(Event::Change(
-                    pb::CallChange {
-                        kind: kind as i32,
-                        call: Some(call_record_to(&change.call)),
-                    }
-                    .into(),
-                )),
+                event: Some(Event::Change(Box::new(pb::CallChange {
+                    kind: kind as i32,
+                    call: Some(call_record_to(&change.call)),
+                }))),
             }
         }
         WatchEvent::Resync { index, calls } => pb::ApprovalEvent {
@@ -313,5 +308,95 @@ impl ApprovalService for Approvals {
             call: Some(call),
             log_index,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_registry::call::PrincipalChain;
+    use gatehouse_registry::{ApprovalMode, CallState, NewCall};
+
+    fn call(state: CallState, outcome: Option<Outcome>, note: Option<&str>) -> Call {
+        let mut call = Call::new(
+            NewCall {
+                id: CallId::from_random(7),
+                tenant: "acme".into(),
+                tool: "billing.refund".into(),
+                arguments: "{}".into(),
+                args_sha256: "44136fa3".into(),
+                chain: PrincipalChain {
+                    end_user: Some("john".into()),
+                    agent: "bot".into(),
+                    a2a_peer: None,
+                },
+                requested_mode: None,
+                effective_mode: ApprovalMode::Network,
+                highest_mode: ApprovalMode::Destructive,
+                policy_decision_id: "pd".into(),
+                tool_generation: 3,
+                policy_generation: 1,
+                idempotency_key: None,
+                retry_safe: false,
+                required_approvals: 1,
+                expires_at: 2_000,
+                approval_valid_ms: 500,
+            },
+            1_000,
+        );
+        call.state = state;
+        call.outcome = outcome;
+        call.note = note.map(str::to_owned);
+        call.updated_at = 1_500;
+        call
+    }
+
+    #[test]
+    fn records_say_who_cancelled_or_resolved_and_how_it_ended() {
+        let pending = call_record_to(&call(CallState::Pending, None, None));
+        assert_eq!(pending.requested_mode, pb::ApprovalMode::Destructive as i32);
+        assert_eq!(pending.effective_mode, pb::ApprovalMode::Network as i32);
+        assert_eq!(
+            (pending.proposed_at_unix_ms, pending.expires_at_unix_ms),
+            (1_000, 2_000)
+        );
+        assert_eq!(pending.args_json, "{}");
+        assert!(pending.cancellation.is_none() && pending.resolution.is_none());
+
+        let note = Some("cancelled by bot: wrong account: try 12");
+        let cancelled = call_record_to(&call(CallState::Cancelled, None, note));
+        let by = cancelled.cancellation.expect("a cancellation");
+        assert_eq!(
+            (by.principal.as_str(), by.note.as_str()),
+            ("bot", "wrong account: try 12")
+        );
+        assert_eq!(by.at_unix_ms, 1_500);
+
+        let failed = Outcome::Failed {
+            error: "no such refund".into(),
+        };
+        let note = Some("resolved by alice: no such refund");
+        let resolved = call_record_to(&call(CallState::Failed, Some(failed), note));
+        assert_eq!(
+            resolved.resolution.expect("a resolution").principal,
+            "alice"
+        );
+        assert_eq!(resolved.error.as_deref(), Some("no such refund"));
+        assert_eq!(resolved.state, pb::CallState::Failed as i32);
+
+        let changed =
+            Some("policy changed: the tool or the tenant's policy changed after approval");
+        let refused = call_record_to(&call(CallState::Failed, None, changed));
+        assert_eq!(refused.error.as_deref(), changed);
+        assert!(refused.resolution.is_none());
+
+        let done = Outcome::Succeeded {
+            output_sha256: "ab".into(),
+            output_len: 2,
+            result: Some("{}".into()),
+        };
+        let succeeded = call_record_to(&call(CallState::Succeeded, Some(done), None));
+        assert_eq!(succeeded.result_json.as_deref(), Some("{}"));
+        assert!(succeeded.error.is_none());
     }
 }

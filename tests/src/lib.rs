@@ -6,12 +6,16 @@
 //! Tests wait for conditions with deadlines, never for fixed sleeps.
 
 mod client;
+pub mod flow;
 mod router;
+pub mod upstream;
 
 pub use client::{Admin, tenant};
 pub use router::Router;
+pub use upstream::{Invocation, RecordingUpstream};
 
 use anyhow::{Context, bail};
+use gatehouse_actors::ActorSettings;
 use gatehouse_node::config::{RaftTimings, ServeConfig, Start};
 use gatehouse_node::server::{self, NodeHandle};
 use std::collections::BTreeMap;
@@ -29,6 +33,17 @@ pub fn fast_timings(snapshot_every: u64) -> RaftTimings {
         install_snapshot_timeout: Duration::from_secs(10),
         snapshot_every,
         logs_kept_after_snapshot: 1_000,
+    }
+}
+
+/// Actor settings for loopback tests: a lost home is replaced soon after an election could have
+/// happened, and the leader reviews placement often.
+pub fn fast_actors(timings: RaftTimings) -> ActorSettings {
+    ActorSettings {
+        home_unreachable_after: timings.election_max * 2,
+        review_every: Duration::from_millis(100),
+        restart_backoff: Duration::from_millis(20),
+        ..ActorSettings::default()
     }
 }
 
@@ -100,6 +115,11 @@ impl TestCluster {
         &self.router
     }
 
+    /// A running node's handle: its cluster, its actors. Panics if the node is not running.
+    pub fn node(&self, id: u64) -> &NodeHandle {
+        &self.running[&id].handle
+    }
+
     pub fn admin_key(&self) -> &str {
         &self.admin_key
     }
@@ -140,6 +160,7 @@ impl TestCluster {
             http: SocketAddr::from(([127, 0, 0, 1], 0)),
             start,
             raft: self.timings,
+            actors: fast_actors(self.timings),
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

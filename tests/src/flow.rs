@@ -35,11 +35,7 @@ pub const OTHER: &str = "other";
 pub const DROP_TABLE: &str = "ops.drop_table";
 /// Destructive but idempotent (`idempotentHint: true`): a new home may claim it again.
 pub const SET_FLAG: &str = "ops.set_flag";
-
-/// What the upstream sees of each tool: the part of the name after `ops.`.
-pub fn upstream_tool(tool: &str) -> &str {
-    tool.split_once('.').map_or(tool, |(_, t)| t)
-}
+// The upstream names them by the part after `ops.`: `drop_table`, `set_flag` (for `hold`).
 
 pub const BOT: &str = "gate_flow-bot-000000000000000000000000";
 pub const CAROL: &str = "gate_flow-carol-0000000000000000000000";
@@ -98,8 +94,8 @@ impl Flow {
         Ok(Flow { upstream })
     }
 
-    /// Replaces acme's policy. Calls approved under the old one fail "policy changed" when
-    /// claimed, so change it before making the calls it should govern.
+    /// Replaces acme's policy. Calls proposed under the old one and claimed after the change
+    /// fail "policy changed", so change it before making the calls it should govern.
     pub fn set_approvals(cluster: &TestCluster, approvals: Approvals) -> anyhow::Result<()> {
         let leader = cluster.leader(Duration::from_secs(10))?;
         let index = cluster.block_on(

@@ -83,7 +83,9 @@ pub fn home_duties<'a>(
                 if !lost {
                     continue;
                 }
-                if call.spec.retry_safe && !moving {
+                // Even while handing over: the move waits for this execution, so the home takes
+                // its own lost claim back and finishes it (the upstream dedupes by the call id).
+                if call.spec.retry_safe {
                     plan.duties.push(Duty::ClaimAndRun {
                         call: id.clone(),
                         epoch,

@@ -127,7 +127,6 @@ struct Slot {
     actor: Option<ActorRef<TenantMsg>>,
     failures: VecDeque<Instant>,
     given_up: bool,
-    restart_pending: bool,
 }
 
 pub(crate) struct SupervisorState {
@@ -180,9 +179,6 @@ impl Actor for TenantSupervisor {
                 }
             }
             SupervisorMsg::Restart { tenant } => {
-                if let Some(slot) = state.slots.get_mut(&tenant) {
-                    slot.restart_pending = false;
-                }
                 let _ = state.ensure(&myself, &tenant).await;
             }
             SupervisorMsg::StopAll { reply } => {
@@ -240,9 +236,9 @@ impl SupervisorState {
                 "tenant {tenant}'s actor failed too often and is not restarted"
             ));
         }
-        if slot.restart_pending {
-            return Err(format!("tenant {tenant}'s actor is restarting"));
-        }
+        // A caller that needs the actor now does not wait out a scheduled restart's backoff,
+        // which is there to keep the supervisor from spinning on its own; a start that fails
+        // still counts.
         let args = TenantArgs {
             tenant: tenant.to_owned(),
             shared: self.shared.clone(),
@@ -318,7 +314,6 @@ impl SupervisorState {
             return;
         }
         self.shared.restarts.fetch_add(1, Ordering::Relaxed);
-        slot.restart_pending = true;
         let backoff = settings.restart_backoff * 2u32.saturating_pow(failures as u32 - 1);
         let tenant = tenant.to_owned();
         ractor::time::send_after(backoff, myself.get_cell(), move || SupervisorMsg::Restart {

@@ -191,3 +191,21 @@ fn a_call_with_a_proposal_in_flight_is_skipped() {
     };
     assert!(home_duties(home(1), &calls, local, 900).duties.is_empty());
 }
+
+#[test]
+fn a_moving_home_takes_back_its_own_lost_retry_safe_claim() {
+    let moving = Some(Placement {
+        home: ME,
+        epoch: 2,
+        moving_to: Some(2),
+    });
+    let mut mine = claimed(call("a", CallState::Approved), ME, 2, "before-restart");
+    mine.spec.retry_safe = true;
+    assert_eq!(
+        duties(moving, &[mine], &[], 100).duties,
+        [Duty::ClaimAndRun {
+            call: id("a"),
+            epoch: 2
+        }]
+    );
+}

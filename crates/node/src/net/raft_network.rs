@@ -119,11 +119,12 @@ impl Network {
             Ok(Err(status)) => return Err(unreachable(&status)),
             Ok(Ok(bytes)) => bytes,
         };
-        self.peers.note_answer(self.target);
-        // The reply is delayed on its way back as well.
+        // The reply is delayed (or cut) on its way back as well; only a reply that arrives counts
+        // as an answer.
         deliver(&*self.filter, self.target, self.me)
             .await
             .map_err(|e| unreachable(&e))?;
+        self.peers.note_answer(self.target);
         let result: Result<Resp, RaftError<NodeId, E>> =
             serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| {

@@ -196,7 +196,10 @@ impl Registry {
             }
         }
         self.check_home(&call.spec.tenant, node, epoch)?;
-        if let Some(to) = self.placement(&call.spec.tenant).and_then(|p| p.moving_to) {
+        // A home handing over starts nothing new; it may still take back a lost claim of a
+        // retry-safe call, which the move is waiting for.
+        let moving_to = self.placement(&call.spec.tenant).and_then(|p| p.moving_to);
+        if let Some(to) = moving_to.filter(|_| call.state == CallState::Approved) {
             return Err(ApplyError::Refused {
                 reason: format!(
                     "tenant {} is moving to node {to}: its home claims nothing more",

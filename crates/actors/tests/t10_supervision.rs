@@ -327,3 +327,112 @@ async fn a_restart_loop_escalates_instead_of_spinning() {
     assert!(f.actors.tenant("acme").await.is_err());
     f.actors.stop(Duration::from_secs(1)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_actor_passivates_unless_it_is_home_to_unfinished_calls() {
+    let f = fixture(ActorSettings {
+        passivate_after: Duration::from_millis(200),
+        ..fast()
+    })
+    .await;
+    f.wait_for("the leader's loop to place acme here", || {
+        f.cluster
+            .registry
+            .read()
+            .unwrap()
+            .placement("acme")
+            .map(|p| p.home)
+            == Some(NODE)
+    })
+    .await;
+    // A pending call keeps its home's actor alive however idle it is.
+    let id = CallId::from_random(42);
+    let plan = {
+        let registry = f.cluster.registry.read().unwrap();
+        let args = serde_json::json!({"table": "t"});
+        plan_call(
+            &registry,
+            &CallRequest {
+                id: id.clone(),
+                at: gatehouse_actors::now_ms(),
+                tenant: "acme",
+                principal: "bot",
+                end_user: None,
+                a2a_peer: None,
+                tool: "ops.drop_table",
+                arguments: &args,
+                idempotency_key: None,
+                requested_mode: None,
+            },
+        )
+        .unwrap()
+    };
+    f.cluster
+        .apply(Command::Propose {
+            call: Box::new(plan.call),
+        })
+        .unwrap();
+    f.actors.tenant("acme").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(f.actors.active_tenants(), 1, "home to a pending call");
+    f.cluster
+        .apply(Command::Reject {
+            call_id: id,
+            approver: "carol".into(),
+            reason: "no".into(),
+        })
+        .unwrap();
+    f.wait_for("the idle actor to stop", || f.actors.active_tenants() == 0)
+        .await;
+    assert_eq!(f.actors.restarts(), 0, "passivation is not a failure");
+    f.actors.stop(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skill_change_is_in_the_next_resolution_without_waiting() {
+    let f = fixture(fast()).await;
+    let handle = f.actors.tenant("acme").await.unwrap();
+    let before = handle.skill_context("ops.drop_table", None);
+    assert_eq!(before.as_deref(), Some("Double-check the table name."));
+    let parsed = documents::parse(
+        "change.yaml",
+        r#"
+apiVersion: gatehouse.dev/v1
+kind: Skill
+metadata: {name: careful}
+spec:
+  scope: {type: tenant, tenant: acme}
+  instructions: Ask before dropping anything.
+"#,
+    );
+    f.cluster
+        .apply(Command::Put {
+            resources: parsed.into_resources(),
+        })
+        .unwrap();
+    assert_eq!(
+        handle.skill_context("ops.drop_table", None).as_deref(),
+        Some("Ask before dropping anything.")
+    );
+    f.actors.stop(Duration::from_secs(1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_purges_finished_calls_after_the_retention() {
+    let f = fixture(ActorSettings {
+        retention: Duration::from_millis(100),
+        purge_every: Duration::from_millis(100),
+        ..fast()
+    })
+    .await;
+    let id = f.approved_call();
+    f.wait_for("the call to succeed", || {
+        f.state(&id) == CallState::Succeeded
+    })
+    .await;
+    f.wait_for("the finished call purged", || {
+        f.cluster.registry.read().unwrap().call(&id).is_none()
+    })
+    .await;
+    f.actors.stop(Duration::from_secs(1)).await;
+}

@@ -190,8 +190,8 @@ fn fast() -> ActorSettings {
 }
 
 impl Fixture {
-    /// Proposes a destructive call and approves it; returns its id.
-    fn approved_call(&self) -> CallId {
+    /// Proposes a destructive call; returns its id and argument hash.
+    fn pending_call(&self) -> (CallId, String) {
         let id = CallId::from_random(self.next.fetch_add(1, Ordering::Relaxed) as u128);
         let args = serde_json::json!({"table": "users"});
         let plan = {
@@ -220,6 +220,12 @@ impl Fixture {
                 call: Box::new(plan.call),
             })
             .unwrap();
+        (id, sha)
+    }
+
+    /// Proposes a destructive call and approves it; returns its id.
+    fn approved_call(&self) -> CallId {
+        let (id, sha) = self.pending_call();
         self.cluster
             .apply(Command::Approve {
                 call_id: id.clone(),
@@ -346,32 +352,7 @@ async fn an_idle_actor_passivates_unless_it_is_home_to_unfinished_calls() {
     })
     .await;
     // A pending call keeps its home's actor alive however idle it is.
-    let id = CallId::from_random(42);
-    let plan = {
-        let registry = f.cluster.registry.read().unwrap();
-        let args = serde_json::json!({"table": "t"});
-        plan_call(
-            &registry,
-            &CallRequest {
-                id: id.clone(),
-                at: gatehouse_actors::now_ms(),
-                tenant: "acme",
-                principal: "bot",
-                end_user: None,
-                a2a_peer: None,
-                tool: "ops.drop_table",
-                arguments: &args,
-                idempotency_key: None,
-                requested_mode: None,
-            },
-        )
-        .unwrap()
-    };
-    f.cluster
-        .apply(Command::Propose {
-            call: Box::new(plan.call),
-        })
-        .unwrap();
+    let (id, _) = f.pending_call();
     f.actors.tenant("acme").await.unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(f.actors.active_tenants(), 1, "home to a pending call");

@@ -206,6 +206,16 @@ impl TestCluster {
         }
     }
 
+    /// Stops the node as `gatehouse serve` does on SIGTERM (`NodeHandle::shutdown`), then drops
+    /// its runtime; it can be restarted like a killed node.
+    pub fn stop(&mut self, id: u64) {
+        if let Some(node) = self.running.remove(&id) {
+            let Running { runtime, handle } = node;
+            runtime.block_on(handle.shutdown());
+            runtime.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+
     /// Starts a killed node again from its data directory, on the address it had.
     pub fn restart(&mut self, id: u64) -> anyhow::Result<()> {
         if self.running.contains_key(&id) {

@@ -65,11 +65,13 @@ impl NodeHandle {
         &self.cluster.raft
     }
 
-    /// Stops listening, lets running executions finish (up to a grace period) so their outcomes
-    /// are recorded, stops Raft, and waits for the listeners to drain.
+    /// Lets running executions finish (up to a grace period) so their outcomes are recorded,
+    /// stops listening, stops Raft, and waits for the listeners to drain.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
+        // Actors first, while the listeners still carry Raft traffic: a running execution's
+        // completion must still commit and be applied here.
         self.actors.stop(EXECUTION_GRACE).await;
+        let _ = self.stop.send(true);
         let _ = self.cluster.raft.shutdown().await;
         for task in self.tasks {
             let _ = task.await;

@@ -40,7 +40,9 @@ pub fn write_error(e: WriteError) -> Status {
 /// as one the caller holds no role in (the gateway answers that one with this too).
 pub fn plan_error(e: &PlanError) -> Status {
     match e {
-        PlanError::UnknownTenant(tenant) => Status::not_found(format!("tenant {tenant} not found")),
+        PlanError::UnknownTenant(tenant) => {
+            Status::not_found(format!("tenant {tenant} does not exist"))
+        }
         PlanError::UnknownTool(_) => Status::not_found(e.to_string()),
         PlanError::NotAnAgent { .. } | PlanError::Refused(_) => {
             Status::permission_denied(e.to_string())

@@ -56,6 +56,10 @@ impl Registry {
         let call = Call::new(spec.clone(), at);
         let state = call.state;
         self.state.calls.insert(spec.id.clone(), call);
+        self.calls_by_tenant
+            .entry(spec.tenant.clone())
+            .or_default()
+            .insert(spec.id.clone());
         Ok(Response::Call {
             call_id: spec.id.clone(),
             state,
@@ -380,7 +384,14 @@ impl Registry {
             .map(|c| c.spec.id.clone())
             .collect();
         for id in &old {
-            self.state.calls.remove(id);
+            if let Some(call) = self.state.calls.remove(id)
+                && let Some(ids) = self.calls_by_tenant.get_mut(&call.spec.tenant)
+            {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.calls_by_tenant.remove(&call.spec.tenant);
+                }
+            }
         }
         self.state.idempotency.retain(|_, id| !old.contains(id));
         let requests_before = self.state.requests.len();

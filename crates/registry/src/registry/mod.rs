@@ -12,7 +12,7 @@ use crate::error::ApplyError;
 use crate::resource::{Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, SkillSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 /// A resource as stored: the resource and the generation that grows on each change.
@@ -93,6 +93,9 @@ pub struct Registry {
     /// API key digest to principal name: derived from the state, rebuilt on load, kept in step
     /// by every put and delete of a principal.
     keys: BTreeMap<String, String>,
+    /// Each tenant's call ids: derived the same way, kept in step by propose and purge, so a
+    /// tenant's queue is read without scanning every call.
+    calls_by_tenant: BTreeMap<String, BTreeSet<CallId>>,
 }
 
 impl Registry {
@@ -210,8 +213,16 @@ impl Registry {
             applied_index,
             state,
             keys: BTreeMap::new(),
+            calls_by_tenant: BTreeMap::new(),
         };
         registry.rebuild_key_index();
+        for call in registry.state.calls.values() {
+            registry
+                .calls_by_tenant
+                .entry(call.spec.tenant.clone())
+                .or_default()
+                .insert(call.spec.id.clone());
+        }
         Ok(registry)
     }
 
@@ -252,11 +263,13 @@ impl Registry {
         self.state.calls.get(id)
     }
 
+    /// A tenant's calls, by id.
     pub fn calls_of<'a>(&'a self, tenant: &'a str) -> impl Iterator<Item = &'a Call> + 'a {
-        self.state
-            .calls
-            .values()
-            .filter(move |c| c.spec.tenant == tenant)
+        self.calls_by_tenant
+            .get(tenant)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.state.calls.get(id))
     }
 
     pub fn placement(&self, tenant: &str) -> Option<Placement> {

@@ -1010,3 +1010,28 @@ fn listing_resumes_right_after_the_last_key_served() {
         0
     );
 }
+
+#[test]
+fn a_tenants_calls_are_indexed_through_propose_purge_and_reload() {
+    let mut h = Harness::new();
+    let kept = h.propose(None, r#"{"n":1}"#, 1);
+    let done = h.propose(None, r#"{"n":2}"#, 1);
+    h.ok(Command::Reject {
+        call_id: done.clone(),
+        approver: "alice".into(),
+        reason: "no".into(),
+    });
+    let ids = |r: &Registry| {
+        r.calls_of("acme")
+            .map(|c| c.id().clone())
+            .collect::<Vec<_>>()
+    };
+    let mut both = vec![kept.clone(), done.clone()];
+    both.sort();
+    assert_eq!(ids(&h.registry), both);
+    assert_eq!(h.registry.calls_of("nobody").count(), 0);
+    h.ok(Command::Purge { before: u64::MAX });
+    assert_eq!(ids(&h.registry), [kept]);
+    let restored = Registry::from_bytes(&h.registry.to_bytes()).unwrap();
+    assert_eq!(restored, h.registry, "the index is rebuilt on load");
+}

@@ -96,6 +96,8 @@ pub struct Registry {
     /// Each tenant's call ids: derived the same way, kept in step by propose and purge, so a
     /// tenant's queue is read without scanning every call.
     calls_by_tenant: BTreeMap<String, BTreeSet<CallId>>,
+    /// The calls not yet finished, kept in step by every call command's answer.
+    unfinished: BTreeSet<CallId>,
 }
 
 impl Registry {
@@ -180,6 +182,13 @@ impl Registry {
                     .collect(),
             },
         };
+        if let Response::Call { call_id, state } = &response {
+            if state.is_finished() {
+                self.unfinished.remove(call_id);
+            } else {
+                self.unfinished.insert(call_id.clone());
+            }
+        }
         self.state.requests.insert(
             proposal.request_id,
             AppliedRequest {
@@ -214,6 +223,7 @@ impl Registry {
             state,
             keys: BTreeMap::new(),
             calls_by_tenant: BTreeMap::new(),
+            unfinished: BTreeSet::new(),
         };
         registry.rebuild_key_index();
         for call in registry.state.calls.values() {
@@ -222,6 +232,9 @@ impl Registry {
                 .entry(call.spec.tenant.clone())
                 .or_default()
                 .insert(call.spec.id.clone());
+            if !call.state.is_finished() {
+                registry.unfinished.insert(call.spec.id.clone());
+            }
         }
         Ok(registry)
     }
@@ -289,7 +302,9 @@ impl Registry {
 
     /// Every call not yet finished, of every tenant, by id.
     pub fn unfinished_calls(&self) -> impl Iterator<Item = &Call> + '_ {
-        self.state.calls.values().filter(|c| !c.state.is_finished())
+        self.unfinished
+            .iter()
+            .filter_map(|id| self.state.calls.get(id))
     }
 
     pub fn principal(&self, name: &str) -> Option<&PrincipalSpec> {

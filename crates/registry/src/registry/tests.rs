@@ -1030,6 +1030,12 @@ fn a_tenants_calls_are_indexed_through_propose_purge_and_reload() {
     both.sort();
     assert_eq!(ids(&h.registry), both);
     assert_eq!(h.registry.calls_of("nobody").count(), 0);
+    let open: Vec<CallId> = h
+        .registry
+        .unfinished_calls()
+        .map(|c| c.id().clone())
+        .collect();
+    assert_eq!(open, std::slice::from_ref(&kept));
     h.ok(Command::Purge { before: u64::MAX });
     assert_eq!(ids(&h.registry), [kept]);
     let restored = Registry::from_bytes(&h.registry.to_bytes()).unwrap();

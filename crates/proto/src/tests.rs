@@ -131,7 +131,7 @@ fn paged_rpcs_are_paged_both_ways() {
     assert_eq!(
         paged,
         [
-            "ApprovalService.List",
+            "ApprovalService.ListPending",
             "RegistryService.List",
             "RegistryService.ResolveSkillTools",
         ]

@@ -8,7 +8,7 @@ use crate::shared::{Shared, now_ms};
 use crate::supervisor::SupervisorMsg;
 use gatehouse_raft_store::Applied;
 use gatehouse_registry::Command;
-use gatehouse_registry::call::CallState;
+use gatehouse_registry::call::{CallState, NodeId};
 use ractor::ActorRef;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, PoisonError};
@@ -95,10 +95,15 @@ fn sweep_homes(shared: &Shared, supervisor: &ActorRef<SupervisorMsg>) {
     }
 }
 
+/// Most placement steps one review proposes: a bulk load of tenants is placed over several
+/// reviews rather than in one flood.
+const STEPS_PER_REVIEW: usize = 1024;
+
 pub(crate) async fn lead(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut review = tokio::time::interval(shared.settings.review_every);
     let mut last_purge = now_ms();
     let mut leader_since: Option<std::time::Instant> = None;
+    let mut last_view: Option<VoterView> = None;
     loop {
         tokio::select! {
             _ = review.tick() => {}
@@ -106,16 +111,27 @@ pub(crate) async fn lead(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         }
         if !shared.cluster.is_leader() {
             leader_since = None;
+            last_view = None;
             continue;
         }
         // A new leader has heard only from the voters that answered its election; it gives the
         // others one full window before it calls anyone unreachable.
         let since = *leader_since.get_or_insert_with(std::time::Instant::now);
         let settled = since.elapsed() >= shared.settings.home_unreachable_after;
-        for command in placement_steps(&shared, settled) {
-            if let Err(e) = shared.cluster.propose(command).await {
-                tracing::debug!(error = %e, "placement step not taken");
-            }
+        let view = voter_view(&shared, settled);
+        let changed = last_view.as_ref() != Some(&view);
+        let steps = placement_steps(&shared, &view, changed);
+        // A review cut short by the step limit looks at everything again next time.
+        let complete = steps.len() < STEPS_PER_REVIEW;
+        // Proposed together, so the node's batcher writes them as few log entries.
+        let results =
+            futures::future::join_all(steps.into_iter().map(|step| shared.cluster.propose(step)))
+                .await;
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        if failed > 0 {
+            tracing::debug!(failed, "placement steps not taken; the next review retries");
+        } else if complete {
+            last_view = Some(view);
         }
         let now = now_ms();
         if now.saturating_sub(last_purge) >= shared.settings.purge_every.as_millis() as u64 {
@@ -129,33 +145,59 @@ pub(crate) async fn lead(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-fn placement_steps(shared: &Shared, settled: bool) -> Vec<Command> {
-    let voters = shared.cluster.voters();
+/// The voters and which of them the leader counts as reachable: while it is unchanged, a tenant
+/// placed at its rightful home stays there, and only tenants with work need a look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct VoterView {
+    voters: Vec<NodeId>,
+    reachable: Vec<NodeId>,
+}
+
+fn voter_view(shared: &Shared, settled: bool) -> VoterView {
     let window = shared.settings.home_unreachable_after;
+    let voters = shared.cluster.voters();
+    let reachable = voters
+        .iter()
+        .copied()
+        .filter(|n| !settled || shared.cluster.reachable(*n, window))
+        .collect();
+    VoterView { voters, reachable }
+}
+
+/// The next step for every tenant that may need one: unplaced tenants, tenants with unfinished
+/// calls or a move under way, and every tenant when the voters or their reachability changed.
+fn placement_steps(shared: &Shared, view: &VoterView, changed: bool) -> Vec<Command> {
     let registry = shared
         .registry
         .read()
         .unwrap_or_else(PoisonError::into_inner);
-    let busy: HashSet<&str> = registry
-        .unfinished_calls()
-        .filter(|c| c.state == CallState::Executing)
-        .filter(|c| {
-            let current = registry.placement(&c.spec.tenant).map(|p| p.epoch);
-            c.claim.as_ref().map(|claim| claim.epoch) == current
-        })
-        .map(|c| c.spec.tenant.as_str())
-        .collect();
+    let mut busy: HashSet<&str> = HashSet::new();
+    let mut working: HashSet<&str> = HashSet::new();
+    for call in registry.unfinished_calls() {
+        let tenant = call.spec.tenant.as_str();
+        working.insert(tenant);
+        let current = registry.placement(tenant).map(|p| p.epoch);
+        if call.state == CallState::Executing && call.claim.as_ref().map(|c| c.epoch) == current {
+            busy.insert(tenant);
+        }
+    }
     registry
         .tenants()
         .filter_map(|tenant| {
-            let view = TenantView {
+            let placement = registry.placement(tenant);
+            let look = changed
+                || placement.is_none_or(|p| p.moving_to.is_some())
+                || working.contains(tenant);
+            if !look {
+                return None;
+            }
+            let view_of = TenantView {
                 tenant,
-                placement: registry.placement(tenant),
+                placement,
                 busy: busy.contains(tenant),
             };
-            next_step(view, &voters, |node| {
-                !settled || shared.cluster.reachable(node, window)
-            })
+            next_step(view_of, &view.voters, |node| view.reachable.contains(&node))
         })
+        .take(STEPS_PER_REVIEW)
         .collect()
 }

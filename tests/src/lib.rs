@@ -36,6 +36,9 @@ pub fn fast_timings(snapshot_every: u64) -> RaftTimings {
     }
 }
 
+/// How long a converged registry must stand still: a few of the leader's placement reviews.
+const QUIET: Duration = Duration::from_millis(400);
+
 /// Actor settings for loopback tests: a lost home is replaced soon after an election could have
 /// happened, and the leader reviews placement often.
 pub fn fast_actors(timings: RaftTimings) -> ActorSettings {
@@ -206,6 +209,18 @@ impl TestCluster {
         }
     }
 
+    /// Waits until every tenant has a home on every running node. The leader places new tenants
+    /// in the background; a test that compares digests over a quiet registry waits for this
+    /// first.
+    pub fn wait_all_placed(&self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_until("every tenant placed", timeout, |c| {
+            c.running().into_iter().all(|id| {
+                let registry = c.node(id).cluster.registry.read().expect("registry lock");
+                registry.tenants().all(|t| registry.placement(t).is_some())
+            })
+        })
+    }
+
     /// Stops the node as `gatehouse serve` does on SIGTERM (`NodeHandle::shutdown`), then drops
     /// its runtime; it can be restarted like a killed node.
     pub fn stop(&mut self, id: u64) {
@@ -324,6 +339,9 @@ impl TestCluster {
             self.wait_for_applied(id, index, timeout)?;
         }
         let deadline = std::time::Instant::now() + timeout;
+        // The leader writes placements of its own accord (new tenants, a node back): the
+        // registry counts as converged once every node agrees and nothing changed for a while.
+        let mut agreed: Option<(String, std::time::Instant)> = None;
         loop {
             let digests: BTreeMap<u64, String> = self
                 .running()
@@ -332,7 +350,16 @@ impl TestCluster {
                 .collect();
             let first = digests.values().next().cloned().unwrap_or_default();
             if digests.values().all(|d| *d == first) {
-                return Ok(first);
+                match &agreed {
+                    Some((d, since)) if *d == first => {
+                        if since.elapsed() >= QUIET {
+                            return Ok(first);
+                        }
+                    }
+                    _ => agreed = Some((first, std::time::Instant::now())),
+                }
+            } else {
+                agreed = None;
             }
             if std::time::Instant::now() > deadline {
                 bail!("digests differ after {timeout:?}: {digests:?}");

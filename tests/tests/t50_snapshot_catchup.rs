@@ -31,10 +31,7 @@ fn a_new_learner_catches_up_from_a_snapshot_of_50k_resources() -> anyhow::Result
     }
     // The leader gives every new tenant a home, a few hundred per review: let it finish, so the
     // registry stands still while the learner catches up and the digests are compared.
-    cluster.wait_until("every tenant placed", Duration::from_secs(120), |c| {
-        let registry = c.node(1).cluster.registry.read().expect("registry lock");
-        registry.placements().count() == RESOURCES
-    })?;
+    cluster.wait_all_placed(Duration::from_secs(120))?;
     let last = last.max(cluster.max_applied());
     cluster.wait_converged(last, Duration::from_secs(60))?;
 

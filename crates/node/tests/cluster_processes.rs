@@ -256,3 +256,74 @@ fn a_wrong_key_is_refused_and_a_missing_key_is_explained() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("no API key"));
 }
+
+/// The README's demo, through the real binary: a read-only call runs at once; a destructive
+/// one waits, its own agent cannot approve it, the demo approver can, and `call --wait` sees it
+/// succeed.
+#[test]
+fn the_demo_walks_a_destructive_call_through_approval() {
+    const AGENT: &str = "dev-agent-key-not-for-production";
+    const APPROVER: &str = "dev-approver-key-not-for-production";
+    let dir = tempfile::tempdir().unwrap();
+    let node = serve(1, dir.path(), &["--bootstrap"], None);
+    let admin = std::fs::read_to_string(dir.path().join("node-1/admin.key")).unwrap();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo");
+    ok(cli(&node.grpc, admin.trim(), &["apply", "-f", demo]));
+
+    let echoed = ok(cli(
+        &node.grpc,
+        AGENT,
+        &[
+            "call",
+            "tools.echo",
+            "--tenant",
+            "demo",
+            "--args",
+            r#"{"hi":1}"#,
+        ],
+    ));
+    assert!(
+        echoed.contains("succeeded") && echoed.contains(r#"\"hi\":1"#),
+        "{echoed}"
+    );
+
+    let waiting = Command::new(BIN)
+        .args(["--addr", &node.grpc, "--token", AGENT])
+        .args(["call", "ops.echo", "--tenant", "demo"])
+        .args(["--args", r#"{"drop":"staging"}"#, "--wait", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the CLI runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let listed = ok(cli(
+            &node.grpc,
+            APPROVER,
+            &["approvals", "list", "--tenant", "demo"],
+        ));
+        if let Some(id) = listed.split_whitespace().find(|w| w.starts_with("call_")) {
+            break id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no pending call listed");
+        std::thread::park_timeout(Duration::from_millis(100));
+    };
+
+    let own = cli(
+        &node.grpc,
+        AGENT,
+        &["approvals", "approve", &id, "--reason", "mine"],
+    );
+    assert!(!own.status.success(), "the call's own agent approved it");
+    assert!(String::from_utf8_lossy(&own.stderr).contains("PermissionDenied"));
+
+    ok(cli(
+        &node.grpc,
+        APPROVER,
+        &["approvals", "approve", &id, "--reason", "checked"],
+    ));
+    let done = waiting.wait_with_output().expect("call --wait ends");
+    let out = ok(done);
+    assert!(out.contains(&id) && out.contains("succeeded"), "{out}");
+    assert!(out.contains("staging"), "the result is printed: {out}");
+}

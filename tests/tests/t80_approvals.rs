@@ -771,3 +771,28 @@ fn a_watcher_on_a_node_that_installs_a_snapshot_resyncs() -> anyhow::Result<()> 
     cluster.block_on(quiet(&mut stream));
     Ok(())
 }
+
+#[test]
+fn a_watcher_whose_approver_role_is_taken_away_is_cut_off() -> anyhow::Result<()> {
+    let cluster = setup(&[1])?;
+    let bob = Approver::on(&cluster, 1, BOB)?;
+    let mut stream = cluster.block_on(bob.watch("acme", 0))?;
+    cluster.block_on(events(&mut stream, 1))?; // the (empty) resync marker
+
+    let index = cluster.block_on(cluster.admin(1).apply(vec![principal(
+        "bob",
+        BOB,
+        serde_json::json!({"acme": ["agent"]}),
+        None,
+    )]))?;
+    cluster.wait_for_applied(1, index, Duration::from_secs(10))?;
+    bot_call(&cluster, 1, 1, 1)?;
+    let cut = cluster.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), stream.message()).await
+    })?;
+    assert_eq!(
+        cut.expect_err("the stream ends").code(),
+        Code::PermissionDenied
+    );
+    Ok(())
+}

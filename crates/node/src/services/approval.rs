@@ -13,6 +13,7 @@ use crate::feed::{CallFeed, ChangeKind, WatchEvent};
 use futures::{Stream, StreamExt};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalService;
+use gatehouse_raft_store::SharedRegistry;
 use gatehouse_registry::resource::Role;
 use gatehouse_registry::{ApplyError, Call, CallId, Command, Outcome};
 use std::pin::Pin;
@@ -87,6 +88,14 @@ fn require_reviewer(caller: &Caller, tenant: &str) -> Result<(), Status> {
     } else {
         Err(not_approver(caller, tenant))
     }
+}
+
+/// Whether the principal, as the registry has it now, may still watch the tenant's calls.
+fn still_reviewer(registry: &SharedRegistry, name: &str, tenant: &str) -> bool {
+    let registry = registry.read().expect("registry lock");
+    registry
+        .principal(name)
+        .is_some_and(|p| p.has_cluster_role(Role::Admin) || p.has_role(tenant, Role::Approver))
 }
 
 /// Only the tenant's approvers decide; the registry checks it again when the command applies.
@@ -185,6 +194,8 @@ impl ApprovalService for Approvals {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         self.reviewable_tenant(&caller, &request.tenant)?;
+        let registry = self.cluster.registry.clone();
+        let tenant = request.tenant.clone();
         let events = self
             .feed
             .watch(&request.tenant, request.from_index)
@@ -194,7 +205,23 @@ impl ApprovalService for Approvals {
                 Err(Status::unavailable(
                     "this node is stopping: resume from the last index on another node",
                 ))
-            }));
+            }))
+            // A watcher whose role (or key) is taken away gets nothing more: the stream ends
+            // with PERMISSION_DENIED at the next event.
+            .scan(false, move |ended, event| {
+                let next = if *ended {
+                    None
+                } else if event.is_ok() && !still_reviewer(&registry, &caller.name, &tenant) {
+                    *ended = true;
+                    Some(Err(Status::permission_denied(format!(
+                        "{} may no longer review tenant {tenant}'s calls",
+                        caller.name
+                    ))))
+                } else {
+                    Some(event)
+                };
+                futures::future::ready(next)
+            });
         Ok(Response::new(Box::pin(events)))
     }
 

@@ -257,26 +257,22 @@ async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId
         })
         .await;
     shared.work.end(&call);
-    let record = match claimed {
-        Ok(Response::Call {
-            state: CallState::Executing,
-            ..
-        }) => shared
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .call(&call)
-            .cloned(),
-        other => {
-            note(&call, "claim", other);
-            None
-        }
-    };
-    let Some(record) = record.filter(|r| {
-        r.claim
-            .as_ref()
-            .is_some_and(|c| c.claim_id == claim_id && r.state == CallState::Executing)
-    }) else {
+    if !matches!(claimed, Ok(Response::Call { .. })) {
+        note(&call, "claim", claimed);
+    }
+    // What counts is the record this node applied, not the answer: a claim whose answer was lost
+    // may still have committed, and one that committed is ours to run.
+    let record = shared
+        .registry
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .call(&call)
+        .cloned()
+        .filter(|r| {
+            r.state == CallState::Executing
+                && r.claim.as_ref().is_some_and(|c| c.claim_id == claim_id)
+        });
+    let Some(record) = record else {
         shared.work.release(&claim_id);
         return;
     };

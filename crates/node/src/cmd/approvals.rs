@@ -2,10 +2,12 @@
 
 use super::client::{self, explain};
 use crate::cli::{Output, Remote};
+use crate::services::convert::{approval_mode_to, call_state_to};
 use clap::{Subcommand, ValueEnum};
 use futures::StreamExt;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
+use gatehouse_registry::{ApprovalMode, CallState};
 use std::collections::HashSet;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -23,12 +25,14 @@ pub enum ApprovalsCommand {
         /// Only calls of this tool (`upstream.tool`).
         #[arg(long)]
         tool: Option<String>,
-        /// Only calls with this effective mode.
-        #[arg(long, value_enum)]
-        mode: Option<Mode>,
-        /// Only calls in this state (default: every unfinished one).
-        #[arg(long, value_enum)]
-        state: Option<State>,
+        /// Only calls with this effective mode (read_only, local_write, network, delegated,
+        /// destructive).
+        #[arg(long, value_parser = named::<ApprovalMode>)]
+        mode: Option<ApprovalMode>,
+        /// Only calls in this state (pending, approved, executing, outcome_unknown, ...; default:
+        /// every unfinished one).
+        #[arg(long, value_parser = named::<CallState>)]
+        state: Option<CallState>,
     },
     /// Print a tenant's call changes as they happen, one line each, until interrupted.
     Watch {
@@ -69,26 +73,10 @@ pub enum ApprovalsCommand {
     },
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Mode {
-    ReadOnly,
-    LocalWrite,
-    Network,
-    Delegated,
-    Destructive,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum State {
-    Pending,
-    Approved,
-    Rejected,
-    Cancelled,
-    Expired,
-    Executing,
-    Succeeded,
-    Failed,
-    OutcomeUnknown,
+/// A registry enum by its snake_case name, as the registry's files spell it.
+fn named<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| format!("{text:?} is not one of the names listed in --help"))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -205,8 +193,8 @@ async fn list(
     remote: &Remote,
     tenant: String,
     tool: Option<String>,
-    mode: Option<Mode>,
-    state: Option<State>,
+    mode: Option<ApprovalMode>,
+    state: Option<CallState>,
 ) -> anyhow::Result<ExitCode> {
     let mut client = connect(remote).await?;
     let mut all = Vec::new();
@@ -215,11 +203,11 @@ async fn list(
         let page = client
             .list_pending(pb::ListCallsRequest {
                 tenant: tenant.clone(),
-                state: state.map_or(pb::CallState::Unspecified, state_to) as i32,
+                state: state.map_or(pb::CallState::Unspecified, call_state_to) as i32,
                 page_size: 1_000,
                 page_token,
                 tool: tool.clone().unwrap_or_default(),
-                mode: mode.map_or(pb::ApprovalMode::Unspecified, mode_to) as i32,
+                mode: mode.map_or(pb::ApprovalMode::Unspecified, approval_mode_to) as i32,
             })
             .await
             .map_err(explain)?
@@ -319,29 +307,5 @@ async fn watch(remote: &Remote, tenant: String, from: u64) -> anyhow::Result<Exi
             position.complete
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-fn state_to(state: State) -> pb::CallState {
-    match state {
-        State::Pending => pb::CallState::Pending,
-        State::Approved => pb::CallState::Approved,
-        State::Rejected => pb::CallState::Rejected,
-        State::Cancelled => pb::CallState::Cancelled,
-        State::Expired => pb::CallState::Expired,
-        State::Executing => pb::CallState::Executing,
-        State::Succeeded => pb::CallState::Succeeded,
-        State::Failed => pb::CallState::Failed,
-        State::OutcomeUnknown => pb::CallState::OutcomeUnknown,
-    }
-}
-
-fn mode_to(mode: Mode) -> pb::ApprovalMode {
-    match mode {
-        Mode::ReadOnly => pb::ApprovalMode::ReadOnly,
-        Mode::LocalWrite => pb::ApprovalMode::LocalWrite,
-        Mode::Network => pb::ApprovalMode::Network,
-        Mode::Delegated => pb::ApprovalMode::Delegated,
-        Mode::Destructive => pb::ApprovalMode::Destructive,
     }
 }

@@ -3,7 +3,7 @@
 
 pub mod approval;
 pub mod cluster;
-mod convert;
+pub(crate) mod convert;
 pub mod gateway;
 pub mod raft;
 pub mod registry;

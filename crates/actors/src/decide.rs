@@ -4,7 +4,7 @@
 
 use gatehouse_registry::call::{Call, CallId, CallState, NodeId, Timestamp};
 use gatehouse_registry::registry::Placement;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// What this node is doing for a tenant's calls right now; it outlives actor restarts, since it
 /// is what tells a live claim from a lost one.
@@ -12,7 +12,8 @@ use std::collections::HashSet;
 pub struct Local<'a> {
     pub node: NodeId,
     /// Claims whose execution runs (or is about to) in this process.
-    pub live_claims: &'a HashSet<String>,
+    /// Claim id to tenant.
+    pub live_claims: &'a HashMap<String, String>,
     /// Calls with a proposal of this node's still in flight.
     pub in_flight: &'a HashSet<CallId>,
 }
@@ -79,7 +80,8 @@ pub fn home_duties<'a>(
             CallState::Executing => {
                 let Some(claim) = &call.claim else { continue };
                 let lost = claim.epoch < epoch
-                    || (claim.node == local.node && !local.live_claims.contains(&claim.claim_id));
+                    || (claim.node == local.node
+                        && !local.live_claims.contains_key(&claim.claim_id));
                 if !lost {
                     continue;
                 }

@@ -18,9 +18,8 @@ pub(crate) struct Work {
 
 #[derive(Debug, Default)]
 pub(crate) struct WorkState {
-    /// Claim id to tenant.
-    live: HashMap<String, String>,
-    pub(crate) live_claims: HashSet<String>,
+    /// The live claims: claim id to tenant.
+    pub(crate) live_claims: HashMap<String, String>,
     pub(crate) in_flight: HashSet<CallId>,
     tasks: HashMap<u64, AbortHandle>,
 }
@@ -45,19 +44,19 @@ impl Work {
     /// see it committed and think it lost.
     pub(crate) fn claim(&self, claim_id: &str, tenant: &str) {
         let mut state = self.lock();
-        state.live.insert(claim_id.to_owned(), tenant.to_owned());
-        state.live_claims.insert(claim_id.to_owned());
+        state
+            .live_claims
+            .insert(claim_id.to_owned(), tenant.to_owned());
     }
 
     pub(crate) fn release(&self, claim_id: &str) {
         let mut state = self.lock();
-        state.live.remove(claim_id);
         state.live_claims.remove(claim_id);
     }
 
     /// Whether an execution of the tenant runs here.
     pub(crate) fn executing_for(&self, tenant: &str) -> bool {
-        self.lock().live.values().any(|t| t == tenant)
+        self.lock().live_claims.values().any(|t| t == tenant)
     }
 
     /// Runs `task` on the runtime, tracked so that `abort_all` can stop it.

@@ -56,7 +56,7 @@ fn home(epoch: u64) -> Option<Placement> {
 }
 
 fn duties(placement: Option<Placement>, calls: &[Call], live: &[&str], now: u64) -> Plan {
-    let live: HashSet<String> = live.iter().map(|s| s.to_string()).collect();
+    let live: HashMap<String, String> = live.iter().map(|s| (s.to_string(), "t".into())).collect();
     let in_flight = HashSet::new();
     let local = Local {
         node: ME,
@@ -182,7 +182,7 @@ fn this_nodes_own_claim_not_running_here_is_lost() {
 #[test]
 fn a_call_with_a_proposal_in_flight_is_skipped() {
     let calls = [call("a", CallState::Approved)];
-    let live = HashSet::new();
+    let live = HashMap::new();
     let in_flight = HashSet::from([id("a")]);
     let local = Local {
         node: ME,

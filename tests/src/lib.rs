@@ -7,10 +7,13 @@
 
 mod client;
 pub mod flow;
+pub mod mcp_upstream;
+pub mod mcp_wire;
 mod router;
 pub mod upstream;
 
 pub use client::{Admin, tenant};
+pub use mcp_upstream::{McpCall, McpUpstream};
 pub use router::Router;
 pub use upstream::{Invocation, RecordingUpstream};
 

@@ -9,6 +9,7 @@ mod client;
 pub mod flow;
 pub mod mcp_upstream;
 pub mod mcp_wire;
+pub mod python;
 mod router;
 pub mod upstream;
 

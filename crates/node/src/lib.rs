@@ -17,5 +17,6 @@ pub mod files;
 pub mod http;
 pub mod net;
 pub mod node_files;
+pub mod pipeline;
 pub mod server;
 pub mod services;

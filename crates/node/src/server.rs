@@ -7,6 +7,7 @@ use crate::executor::NodeExecutor;
 use crate::feed::CallFeed;
 use crate::net::{NetworkFactory, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
+use crate::pipeline::Pipeline;
 use crate::services;
 use anyhow::{Context, bail};
 use gatehouse_actors::{Actors, Executor, Health};
@@ -168,6 +169,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .await?;
 
+    let pipeline = Pipeline::new(cluster.clone(), actors.clone(), executor);
     let (stop, stopped) = watch::channel(false);
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
     let tasks = vec![
@@ -176,8 +178,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             &cluster,
             Services {
                 feed,
-                actors: actors.clone(),
-                executor,
+                pipeline: pipeline.clone(),
             },
             &config,
             stopped.clone(),
@@ -217,8 +218,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 /// What the client-facing services need besides the cluster.
 struct Services {
     feed: CallFeed,
-    actors: Actors,
-    executor: Arc<dyn Executor>,
+    pipeline: Pipeline,
 }
 
 fn serve_grpc(
@@ -250,9 +250,7 @@ fn serve_grpc(
             services::approval::Approvals::new(cluster.clone(), front.feed),
         ))
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
-            cluster.clone(),
-            front.actors,
-            front.executor,
+            front.pipeline,
         )));
     tokio::spawn(async move {
         let shutdown = async move {

@@ -1,119 +1,34 @@
-//! `GatewayService`: the gRPC entry to the call pipeline. A call is authenticated, scoped to a
-//! tenant the caller belongs to, and planned by the registry (tool, arguments, policy); then it
-//! either runs at once on this node, never touching Raft, or becomes a replicated record that
-//! the tenant's home claims and executes once approved. Agents read their own records back.
+//! `GatewayService`: the gRPC front of the call pipeline. It authenticates, parses, and hands
+//! the call to [`Pipeline`]; the envelope comes back as the pipeline made it.
 
 use super::convert::{approval_mode_to, call_record_to, call_state_to};
-use super::status::{actors_error, plan_error, write_error};
 use crate::auth::{Caller, authenticate};
-use crate::cluster::{Cluster, now_ms};
-use gatehouse_actors::{Actors, ExecError, Execution, Executor, ToolOutput};
+use crate::pipeline::{CallInput, Envelope, GatewayError, Pipeline};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_server::GatewayService;
-use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
-use gatehouse_registry::{Call, CallId, CallState, Command, NewCall, Outcome};
-use gatehouse_registry::{Response as Applied, call::Verdict};
+use gatehouse_registry::CallId;
 use serde_json::Value;
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
-/// Longest idempotency key a caller may give.
-const MAX_IDEMPOTENCY_KEY: usize = 256;
-
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Gateway {
-    cluster: Cluster,
-    actors: Actors,
-    executor: Arc<dyn Executor>,
-}
-
-impl std::fmt::Debug for Gateway {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway")
-            .field("cluster", &self.cluster)
-            .finish_non_exhaustive()
-    }
+    pipeline: Pipeline,
 }
 
 impl Gateway {
-    pub fn new(cluster: Cluster, actors: Actors, executor: Arc<dyn Executor>) -> Self {
-        Gateway {
-            cluster,
-            actors,
-            executor,
-        }
+    pub fn new(pipeline: Pipeline) -> Self {
+        Gateway { pipeline }
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let registry = self
-            .cluster
+            .pipeline
+            .cluster()
             .registry
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         authenticate(&registry, request.metadata())
-    }
-
-    /// Runs a call that needs neither approval nor a record, here and now.
-    async fn run_now(&self, call: NewCall) -> Result<pb::CallEnvelope, Status> {
-        let handle = self
-            .actors
-            .tenant(&call.tenant)
-            .await
-            .map_err(|e| actors_error(&e))?;
-        let execution = Execution {
-            call_id: call.id.clone(),
-            tenant: call.tenant.clone(),
-            tool: call.tool.clone(),
-            arguments: call.arguments.clone(),
-            idempotency_key: call.id.to_string(),
-            skill_context: handle.skill_context(&call.tool, call.chain.end_user.as_deref()),
-            end_user: call.chain.end_user.clone(),
-        };
-        let result = self.executor.execute(execution).await;
-        Ok(ran_now(&call, result))
-    }
-
-    /// Proposes a call through Raft and answers with its record as this node now has it: the
-    /// new call, or for a repeated idempotency key the earlier one.
-    async fn propose(&self, call: NewCall) -> Result<pb::CallEnvelope, Status> {
-        let (applied, _) = self
-            .cluster
-            .propose(Command::Propose {
-                call: Box::new(call.clone()),
-            })
-            .await
-            .map_err(write_error)?;
-        let (id, state) = match applied {
-            Applied::Call { call_id, state } | Applied::Existing { call_id, state } => {
-                (call_id, state)
-            }
-            other => {
-                return Err(Status::internal(format!(
-                    "a proposal was answered with {other:?}"
-                )));
-            }
-        };
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        Ok(match registry.call(&id) {
-            Some(record) => envelope_of(record),
-            // Committed but not yet applied here: what the proposal answered is all we know.
-            None if id == call.id => pb::CallEnvelope {
-                state: call_state_to(state) as i32,
-                expires_at_unix_ms: (state == CallState::Pending).then_some(call.expires_at as i64),
-                ..envelope_base(&call)
-            },
-            None => pb::CallEnvelope {
-                call_id: id.0.clone(),
-                trace_id: trace_id(&id),
-                state: call_state_to(state) as i32,
-                ..Default::default()
-            },
-        })
     }
 }
 
@@ -125,57 +40,21 @@ impl GatewayService for Gateway {
     ) -> Result<Response<pb::CallToolResponse>, Status> {
         let caller = self.caller(&request)?;
         let req = request.into_inner();
-        // A tenant the caller holds no role in does not exist for it.
-        if !caller.member_of(&req.tenant) {
-            return Err(plan_error(&PlanError::UnknownTenant(req.tenant)));
-        }
-        let arguments = parse_arguments(&req.arguments_json)?;
-        let key = match req.idempotency_key.as_deref() {
-            Some(k) if k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY => {
-                return Err(Status::invalid_argument(format!(
-                    "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
-                )));
-            }
-            key => key,
+        let input = CallInput {
+            arguments: parse_arguments(&req.arguments_json)?,
+            tenant: req.tenant,
+            tool: req.tool,
+            idempotency_key: req.idempotency_key,
+            a2a_peer: None,
+            requested_mode: None,
         };
-        let plan: Plan = {
-            let registry = self
-                .cluster
-                .registry
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            plan_call(
-                &registry,
-                &CallRequest {
-                    id: CallId::from_random(rand::random()),
-                    at: now_ms(),
-                    tenant: &req.tenant,
-                    principal: &caller.name,
-                    end_user: caller.spec.user.as_deref(),
-                    a2a_peer: None,
-                    tool: &req.tool,
-                    arguments: &arguments,
-                    idempotency_key: key,
-                    requested_mode: None,
-                },
-            )
-            .map_err(|e| plan_error(&e))?
-        };
-        let span = tracing::info_span!(
-            "call",
-            tenant = %plan.call.tenant,
-            tool = %plan.call.tool,
-            call = %plan.call.id,
-            mode = ?plan.decision.effective,
-            replicated = plan.replicated,
-        );
-        let envelope = if plan.replicated {
-            self.propose(plan.call).instrument(span).await?
-        } else {
-            self.run_now(plan.call).instrument(span).await?
-        };
+        let envelope = self
+            .pipeline
+            .call(&caller, input)
+            .await
+            .map_err(|e| e.to_status())?;
         Ok(Response::new(pb::CallToolResponse {
-            envelope: Some(envelope),
+            envelope: Some(envelope_to(&envelope)),
         }))
     }
 
@@ -185,21 +64,21 @@ impl GatewayService for Gateway {
     ) -> Result<Response<pb::GetCallResponse>, Status> {
         let caller = self.caller(&request)?;
         let id = request.into_inner().call_id;
+        let envelope = self
+            .pipeline
+            .status(&caller, &id)
+            .map_err(|e: GatewayError| e.to_status())?;
         let registry = self
-            .cluster
+            .pipeline
+            .cluster()
             .registry
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        // Someone else's call, and no call at all, read the same.
         let call = registry
             .call(&CallId(id.clone()))
-            .filter(|c| {
-                c.spec.chain.agent == caller.name
-                    || c.spec.chain.a2a_peer.as_deref() == Some(caller.name.as_str())
-            })
             .ok_or_else(|| Status::not_found(format!("call {id} not found")))?;
         Ok(Response::new(pb::GetCallResponse {
-            envelope: Some(envelope_of(call)),
+            envelope: Some(envelope_to(&envelope)),
             call: Some(call_record_to(call)),
         }))
     }
@@ -220,112 +99,28 @@ fn parse_arguments(text: &str) -> Result<Value, Status> {
     }
 }
 
-/// What every envelope of a call carries, whatever its state.
-fn envelope_base(call: &NewCall) -> pb::CallEnvelope {
+pub(crate) fn envelope_to(e: &Envelope) -> pb::CallEnvelope {
     pb::CallEnvelope {
-        call_id: call.id.0.clone(),
-        effective_mode: approval_mode_to(call.effective_mode) as i32,
-        policy_decision_id: call.policy_decision_id.clone(),
-        trace_id: trace_id(&call.id),
-        ..Default::default()
-    }
-}
-
-/// The envelope of a call that ran at once.
-fn ran_now(call: &NewCall, result: Result<ToolOutput, ExecError>) -> pb::CallEnvelope {
-    let base = envelope_base(call);
-    match result {
-        Ok(out) if !out.is_error => pb::CallEnvelope {
-            state: pb::CallState::Succeeded as i32,
-            result_json: Some(out.result_json),
-            ..base
-        },
-        Ok(out) => pb::CallEnvelope {
-            state: pb::CallState::Failed as i32,
-            result_json: Some(out.result_json),
-            is_error: true,
-            error: Some("the tool reported an error".into()),
-            ..base
-        },
-        Err(e) => pb::CallEnvelope {
-            state: pb::CallState::Failed as i32,
-            is_error: true,
-            error: Some(e.message),
-            ..base
-        },
-    }
-}
-
-/// The envelope of a call with a record, as the record stands.
-fn envelope_of(call: &Call) -> pb::CallEnvelope {
-    let base = envelope_base(&call.spec);
-    let failed = |error: String| (None, true, Some(error));
-    let (result_json, is_error, error) = match (&call.outcome, call.state) {
-        (Some(Outcome::Succeeded { result, .. }), _) => (result.clone(), false, None),
-        (Some(Outcome::Failed { error }), _) => failed(error.clone()),
-        (None, CallState::Failed) => failed(
-            call.note
-                .clone()
-                .unwrap_or_else(|| "the call failed".into()),
-        ),
-        (None, CallState::Rejected) => failed(match call.rejections.first() {
-            Some(Verdict {
-                principal, note, ..
-            }) => format!("rejected by {principal}: {note}"),
-            None => "rejected".into(),
-        }),
-        (None, CallState::Cancelled) => {
-            failed(call.note.clone().unwrap_or_else(|| "cancelled".into()))
-        }
-        (None, CallState::Expired) => {
-            failed("expired: nobody acted on it before its deadline".into())
-        }
-        (
-            None,
-            CallState::Pending
-            | CallState::Approved
-            | CallState::Executing
-            | CallState::Succeeded
-            | CallState::OutcomeUnknown,
-        ) => (None, false, None),
-    };
-    let expires_at = match call.state {
-        CallState::Pending => Some(call.spec.expires_at),
-        CallState::Approved => Some(call.approval_valid_until.unwrap_or(call.spec.expires_at)),
-        _ => None,
-    };
-    pb::CallEnvelope {
-        state: call_state_to(call.state) as i32,
-        result_json,
-        is_error,
-        error,
-        expires_at_unix_ms: expires_at.map(|t| t as i64),
-        ..base
-    }
-}
-
-/// The call's W3C trace id. For now the call id's own 128 random bits, so every answer about one
-/// call names the same trace; ids of another shape get a fresh random one.
-fn trace_id(id: &CallId) -> String {
-    match id.0.strip_prefix("call_") {
-        Some(hex)
-            if hex.len() == 32
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-                && hex.bytes().any(|b| b != b'0') =>
-        {
-            hex.to_owned()
-        }
-        _ => format!("{:032x}", rand::random::<u128>().max(1)),
+        call_id: e.call_id.clone(),
+        effective_mode: approval_mode_to(e.effective_mode) as i32,
+        policy_decision_id: e.policy_decision_id.clone(),
+        trace_id: e.trace_id.clone(),
+        state: call_state_to(e.state) as i32,
+        result_json: e.result_json.clone(),
+        is_error: e.is_error,
+        error: e.error.clone(),
+        expires_at_unix_ms: e.expires_at_ms.map(|t| t as i64),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gatehouse_actors::{ExecError, ToolOutput};
     use gatehouse_registry::call::PrincipalChain;
+    use gatehouse_registry::call::Verdict;
     use gatehouse_registry::{ApprovalMode, Outcome};
+    use gatehouse_registry::{Call, CallState, NewCall};
 
     fn new_call() -> NewCall {
         NewCall {
@@ -356,7 +151,7 @@ mod tests {
     #[test]
     fn a_pending_call_carries_its_ids_and_expiry() {
         let call = Call::new(new_call(), 1_000);
-        let envelope = envelope_of(&call);
+        let envelope = envelope_to(&Envelope::of_record(&call));
         assert_eq!(envelope.call_id, call.spec.id.0);
         assert_eq!(envelope.trace_id, format!("{:032x}", 0xabc));
         assert_eq!(envelope.policy_decision_id, "pd_1");
@@ -375,7 +170,7 @@ mod tests {
             output_len: 2,
             result: Some("{}".into()),
         });
-        let envelope = envelope_of(&call);
+        let envelope = envelope_to(&Envelope::of_record(&call));
         assert_eq!(envelope.result_json.as_deref(), Some("{}"));
         assert_eq!(envelope.expires_at_unix_ms, None);
 
@@ -386,7 +181,7 @@ mod tests {
             at: 2_000,
             note: "not today".into(),
         });
-        let envelope = envelope_of(&call);
+        let envelope = envelope_to(&Envelope::of_record(&call));
         assert!(envelope.is_error);
         assert_eq!(
             envelope.error.as_deref(),
@@ -397,21 +192,21 @@ mod tests {
     #[test]
     fn a_call_run_at_once_reports_tool_errors_and_exec_errors() {
         let call = new_call();
-        let tool_error = ran_now(
+        let tool_error = envelope_to(&Envelope::ran_now(
             &call,
             Ok(ToolOutput {
                 result_json: "{\"isError\":true}".into(),
                 is_error: true,
             }),
-        );
+        ));
         assert_eq!(tool_error.state, pb::CallState::Failed as i32);
         assert!(tool_error.is_error && tool_error.result_json.is_some());
-        let unreachable = ran_now(
+        let unreachable = envelope_to(&Envelope::ran_now(
             &call,
             Err(ExecError {
                 message: "down".into(),
             }),
-        );
+        ));
         assert_eq!(unreachable.error.as_deref(), Some("down"));
         assert_eq!(unreachable.result_json, None);
     }

@@ -1,0 +1,225 @@
+//! The call pipeline every front shares (gRPC, MCP, A2A):
+//! authenticate (the front's job) -> tenant scope -> tool lookup -> validate arguments -> policy
+//! -> budget -> resolve skills -> approval when the effective mode needs it -> execute -> audit.
+//!
+//! A call needing neither approval nor an idempotency record runs at once on this node and never
+//! touches Raft; anything else becomes a replicated record that the tenant's home claims and
+//! executes once approved. Fronts turn an [`Envelope`] or a [`GatewayError`] into their own
+//! protocol's answer; nothing here knows about gRPC or JSON-RPC.
+
+mod envelope;
+mod error;
+
+pub use envelope::{Envelope, trace_id};
+pub use error::{ErrorCode, GatewayError};
+
+use crate::auth::Caller;
+use crate::cluster::{Cluster, now_ms};
+use gatehouse_actors::{Actors, Execution, Executor};
+use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
+use gatehouse_registry::{ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied};
+use serde_json::Value;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+use tracing::Instrument;
+
+/// Longest idempotency key a caller may give.
+pub const MAX_IDEMPOTENCY_KEY: usize = 256;
+
+/// One tool call, as a front received it from an authenticated caller.
+#[derive(Debug, Clone)]
+pub struct CallInput {
+    pub tenant: String,
+    /// `upstream.tool`.
+    pub tool: String,
+    /// A JSON object.
+    pub arguments: Value,
+    /// The caller's own key: a repeat answers with the recorded call instead of running again.
+    pub idempotency_key: Option<String>,
+    /// The A2A peer that delegated the call, when one did.
+    pub a2a_peer: Option<String>,
+    pub requested_mode: Option<ApprovalMode>,
+}
+
+#[derive(Clone)]
+pub struct Pipeline {
+    cluster: Cluster,
+    actors: Actors,
+    executor: Arc<dyn Executor>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    pub fn new(cluster: Cluster, actors: Actors, executor: Arc<dyn Executor>) -> Self {
+        Pipeline {
+            cluster,
+            actors,
+            executor,
+        }
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// Runs a call through the pipeline. A call that must wait for approval answers at once
+    /// with its pending envelope; [`Pipeline::wait`] follows it.
+    pub async fn call(&self, caller: &Caller, input: CallInput) -> Result<Envelope, GatewayError> {
+        // A tenant the caller holds no role in does not exist for it.
+        if !caller.member_of(&input.tenant) {
+            return Err((&PlanError::UnknownTenant(input.tenant)).into());
+        }
+        if !input.arguments.is_object() {
+            return Err(GatewayError::new(
+                ErrorCode::InvalidArguments,
+                "arguments must be a JSON object",
+                "send the tool's arguments as one JSON object",
+            ));
+        }
+        if let Some(key) = &input.idempotency_key
+            && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY)
+        {
+            return Err(GatewayError::new(
+                ErrorCode::InvalidArguments,
+                format!("an idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"),
+                "use a shorter key, such as a UUID",
+            ));
+        }
+        let plan = self.plan(caller, &input)?;
+        let span = tracing::info_span!(
+            "call",
+            tenant = %plan.call.tenant,
+            tool = %plan.call.tool,
+            call = %plan.call.id,
+            mode = ?plan.decision.effective,
+            replicated = plan.replicated,
+        );
+        if plan.replicated {
+            self.propose(plan.call).instrument(span).await
+        } else {
+            self.run_now(plan.call).instrument(span).await
+        }
+    }
+
+    fn plan(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        plan_call(
+            &registry,
+            &CallRequest {
+                id: CallId::from_random(rand::random()),
+                at: now_ms(),
+                tenant: &input.tenant,
+                principal: &caller.name,
+                end_user: caller.spec.user.as_deref(),
+                a2a_peer: input.a2a_peer.as_deref(),
+                tool: &input.tool,
+                arguments: &input.arguments,
+                idempotency_key: input.idempotency_key.as_deref(),
+                requested_mode: input.requested_mode,
+            },
+        )
+        .map_err(|e| GatewayError::from(&e))
+    }
+
+    /// A call of the caller's own chain (the agent, or the A2A peer that delegated it), as
+    /// this node's registry has it. Someone else's call and no call at all read the same.
+    pub fn status(&self, caller: &Caller, call_id: &str) -> Result<Envelope, GatewayError> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        registry
+            .call(&CallId(call_id.to_owned()))
+            .filter(|c| {
+                c.spec.chain.agent == caller.name
+                    || c.spec.chain.a2a_peer.as_deref() == Some(caller.name.as_str())
+            })
+            .map(Envelope::of_record)
+            .ok_or_else(|| GatewayError::not_found(format!("call {call_id} not found")))
+    }
+
+    /// Follows a call until it is final or `within` has passed, and answers with its envelope
+    /// as it then stands.
+    pub async fn wait(
+        &self,
+        caller: &Caller,
+        call_id: &str,
+        within: Duration,
+    ) -> Result<Envelope, GatewayError> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut applied = self.cluster.applied.clone();
+        loop {
+            let envelope = self.status(caller, call_id)?;
+            if envelope.state.is_finished() || envelope.state == CallState::OutcomeUnknown {
+                return Ok(envelope);
+            }
+            match tokio::time::timeout_at(deadline, applied.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Ok(envelope),
+            }
+        }
+    }
+
+    /// Runs a call that needs neither approval nor a record, here and now.
+    async fn run_now(&self, call: NewCall) -> Result<Envelope, GatewayError> {
+        let handle = self
+            .actors
+            .tenant(&call.tenant)
+            .await
+            .map_err(|e| GatewayError::from(&e))?;
+        let execution = Execution {
+            call_id: call.id.clone(),
+            tenant: call.tenant.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            idempotency_key: call.id.to_string(),
+            skill_context: handle.skill_context(&call.tool, call.chain.end_user.as_deref()),
+            end_user: call.chain.end_user.clone(),
+        };
+        let result = self.executor.execute(execution).await;
+        Ok(Envelope::ran_now(&call, result))
+    }
+
+    /// Proposes a call through Raft and answers with its record as this node now has it: the
+    /// new call, or for a repeated idempotency key the earlier one.
+    async fn propose(&self, call: NewCall) -> Result<Envelope, GatewayError> {
+        let (applied, _) = self
+            .cluster
+            .propose(Command::Propose {
+                call: Box::new(call.clone()),
+            })
+            .await?;
+        let (id, state) = match applied {
+            Applied::Call { call_id, state } | Applied::Existing { call_id, state } => {
+                (call_id, state)
+            }
+            other => {
+                return Err(GatewayError::unavailable(format!(
+                    "a proposal was answered with {other:?}"
+                )));
+            }
+        };
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(match registry.call(&id) {
+            Some(record) => Envelope::of_record(record),
+            // Committed but not yet applied here: what the proposal answered is all we know.
+            None => Envelope::proposed(&call, &id, state),
+        })
+    }
+}

@@ -4,6 +4,9 @@
 mod calls;
 mod lookup;
 mod resources;
+mod toolsets;
+
+pub use toolsets::ToolsetInfo;
 
 use crate::call::{Call, CallId, NodeId, Timestamp};
 use crate::cascade::{self, Candidate, Query, Resolution};
@@ -62,6 +65,9 @@ struct State {
     requests: BTreeMap<Uuid, AppliedRequest>,
     /// Every node id ever admitted, with the address it joined with.
     nodes: BTreeMap<NodeId, String>,
+    /// (tenant, principal) to the toolsets it loaded, each with whether its write tools came too.
+    #[serde(default, with = "pairs")]
+    toolsets: BTreeMap<(String, String), BTreeMap<String, bool>>,
 }
 
 /// Maps whose keys are not strings travel as sequences of pairs, in key order.
@@ -168,6 +174,12 @@ impl Registry {
             Command::Handover { tenant, epoch, to } => self.handover(tenant, *epoch, *to)?,
             Command::Purge { before } => self.purge(*before),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
+            Command::LoadToolset {
+                tenant,
+                principal,
+                toolset,
+                include_write_tools,
+            } => self.load_toolset(tenant, principal, toolset, *include_write_tools)?,
             // Each proposal is applied (and deduplicated) on its own; a nested batch is refused
             // like any other bad command, so apply never recurses more than once.
             Command::Batch { proposals } => Response::Batch {

@@ -159,7 +159,9 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .with_batching();
 
-    let executor: Arc<dyn Executor> = Arc::new(NodeExecutor::new(cluster.registry.clone()));
+    let executor: Arc<dyn Executor> = Arc::new(
+        NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin")),
+    );
     let actors = Actors::start(
         config.actors.clone(),
         cluster.registry.clone(),

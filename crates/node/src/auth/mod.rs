@@ -192,6 +192,12 @@ impl Authenticator {
                 },
             })?;
         let claims = issuer.verify(token, &header)?;
+        if claims.sub.trim().is_empty() {
+            return Err(AuthError {
+                kind: AuthErrorKind::Invalid,
+                message: "the token's sub is empty".to_owned(),
+            });
+        }
         let (name, spec) = registry
             .principal_by_jwt(&issuer.issuer, &claims.sub)
             .ok_or_else(|| AuthError {

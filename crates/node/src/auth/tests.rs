@@ -409,6 +409,10 @@ fn unknown_subjects_act_as_the_issuer_wide_principal_or_are_refused() {
         .unwrap();
     assert_eq!(caller.name, "idp-anyone");
     assert_eq!(caller.end_user.as_deref(), Some("dave"));
+    let e = refused(
+        auth.authenticate_bearer(&registry, Some(&sign(Algorithm::HS256, None, &claims("")))),
+    );
+    assert_eq!(e.kind, AuthErrorKind::Invalid, "an empty sub names no user");
 
     // OTHER_ISSUER has no principal at all, not even an issuer-wide one.
     let mut foreign = claims("carol");

@@ -14,6 +14,7 @@ pub use envelope::{Envelope, trace_id};
 pub use error::{ErrorCode, GatewayError};
 
 use crate::auth::Caller;
+use crate::budget::{Budgets, RetryAfter};
 use crate::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
@@ -49,6 +50,7 @@ pub struct Pipeline {
     cluster: Cluster,
     actors: Actors,
     executor: Arc<dyn Executor>,
+    budgets: Budgets,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -65,6 +67,7 @@ impl Pipeline {
             cluster,
             actors,
             executor,
+            budgets: Budgets::new(),
         }
     }
 
@@ -96,6 +99,13 @@ impl Pipeline {
             ));
         }
         let plan = self.plan(caller, &input)?;
+        if let Some(budget) = &plan.decision.budget
+            && let Err(RetryAfter(wait)) =
+                self.budgets
+                    .check(&plan.call.tenant, &plan.call.tool, budget, now_ms())
+        {
+            return Err(GatewayError::rate_limited(&plan.call.tool, wait));
+        }
         let span = tracing::info_span!(
             "call",
             tenant = %plan.call.tenant,
@@ -124,7 +134,7 @@ impl Pipeline {
                 at: now_ms(),
                 tenant: &input.tenant,
                 principal: &caller.name,
-                end_user: caller.spec.user.as_deref(),
+                end_user: caller.end_user.as_deref(),
                 a2a_peer: input.a2a_peer.as_deref(),
                 tool: &input.tool,
                 arguments: &input.arguments,

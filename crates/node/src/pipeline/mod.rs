@@ -13,7 +13,7 @@ mod error;
 pub use envelope::{Envelope, trace_id};
 pub use error::{ErrorCode, GatewayError};
 
-use crate::auth::Caller;
+use crate::auth::{AuthError, Authenticator, Caller};
 use crate::budget::{Budgets, RetryAfter};
 use crate::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_actors::{Actors, Execution, Executor};
@@ -51,6 +51,7 @@ pub struct Pipeline {
     actors: Actors,
     executor: Arc<dyn Executor>,
     budgets: Budgets,
+    authenticator: Authenticator,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -62,17 +63,33 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(cluster: Cluster, actors: Actors, executor: Arc<dyn Executor>) -> Self {
+    pub fn new(
+        cluster: Cluster,
+        actors: Actors,
+        executor: Arc<dyn Executor>,
+        authenticator: Authenticator,
+    ) -> Self {
         Pipeline {
             cluster,
             actors,
             executor,
             budgets: Budgets::new(),
+            authenticator,
         }
     }
 
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
+    pub fn authenticate_http(&self, headers: &http::HeaderMap) -> Result<Caller, AuthError> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.authenticator.authenticate_http(&registry, headers)
     }
 
     /// Runs a call through the pipeline. A call that must wait for approval answers at once

@@ -164,6 +164,7 @@ impl TestCluster {
             start,
             raft: self.timings,
             actors: fast_actors(self.timings),
+            mcp: Default::default(),
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

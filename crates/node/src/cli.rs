@@ -44,6 +44,8 @@ pub enum Output {
     Json,
 }
 
+// Parsed once at start: the size of the serve flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node.

@@ -23,7 +23,7 @@ pub struct RawServeConfig {
     /// gRPC listen address (port 0: pick one on first start, and keep it after).
     #[arg(long)]
     pub grpc: Option<String>,
-    /// HTTP listen address for health and readiness.
+    /// HTTP listen address: health, readiness, and the MCP front at `/mcp`.
     #[arg(long)]
     pub http: Option<String>,
     /// Create a one-node cluster and write an admin API key to DATA_DIR/admin.key.
@@ -58,6 +58,24 @@ pub struct RawServeConfig {
     /// Finished calls and idempotency records are kept this long, then purged.
     #[arg(long)]
     pub call_retention_hours: Option<u64>,
+    /// The largest request body `/mcp` reads (default 1 MiB); a bigger one is answered 413.
+    #[arg(long)]
+    pub mcp_max_body_bytes: Option<usize>,
+    /// How long a `tools/call` that needs approval waits for it before answering
+    /// `approval_pending` (default 0, at most 10000).
+    #[arg(long)]
+    pub mcp_approval_wait_ms: Option<u64>,
+    /// Browser origins allowed to call `/mcp` (`https://app.example.com:443`,
+    /// `http://localhost:*`). A request with any other `Origin` header is refused with 403;
+    /// none is allowed by default. Requests without an `Origin` header are not browsers'.
+    #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
+    #[serde(default)]
+    pub mcp_allowed_origins: Vec<String>,
+    /// `Host` header values `/mcp` answers (`gatehouse.example.com`, `10.0.0.5:7400`), against
+    /// DNS rebinding. Default: the loopback names; `*` accepts any host.
+    #[arg(long = "mcp-allowed-host", value_name = "HOST")]
+    #[serde(default)]
+    pub mcp_allowed_hosts: Vec<String>,
     /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
     #[arg(skip)]
     #[serde(default)]
@@ -215,6 +233,18 @@ impl RawServeConfig {
             } else {
                 self.jwt
             },
+            mcp_max_body_bytes: self.mcp_max_body_bytes.or(file.mcp_max_body_bytes),
+            mcp_approval_wait_ms: self.mcp_approval_wait_ms.or(file.mcp_approval_wait_ms),
+            mcp_allowed_origins: if self.mcp_allowed_origins.is_empty() {
+                file.mcp_allowed_origins
+            } else {
+                self.mcp_allowed_origins
+            },
+            mcp_allowed_hosts: if self.mcp_allowed_hosts.is_empty() {
+                file.mcp_allowed_hosts
+            } else {
+                self.mcp_allowed_hosts
+            },
         }
     }
 
@@ -327,6 +357,24 @@ impl RawServeConfig {
                 ));
             }
         }
+        let mut mcp = McpSettings::default();
+        match self.mcp_max_body_bytes {
+            Some(0) => problems.push("mcp-max-body-bytes: must be above 0".to_owned()),
+            Some(bytes) => mcp.max_body_bytes = bytes,
+            None => {}
+        }
+        match self.mcp_approval_wait_ms {
+            Some(ms) if ms > MAX_APPROVAL_WAIT.as_millis() as u64 => problems.push(format!(
+                "mcp-approval-wait-ms: at most {} (a client's request must not hang)",
+                MAX_APPROVAL_WAIT.as_millis()
+            )),
+            Some(ms) => mcp.approval_wait = Duration::from_millis(ms),
+            None => {}
+        }
+        mcp.allowed_origins = self.mcp_allowed_origins;
+        if !self.mcp_allowed_hosts.is_empty() {
+            mcp.allowed_hosts = self.mcp_allowed_hosts;
+        }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -339,6 +387,7 @@ impl RawServeConfig {
             raft,
             actors,
             jwt: self.jwt,
+            mcp,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -397,6 +446,32 @@ impl Default for RaftTimings {
     }
 }
 
+/// The longest `mcp-approval-wait-ms` may be.
+pub const MAX_APPROVAL_WAIT: Duration = Duration::from_secs(10);
+
+/// The MCP front's settings (`/mcp` on the HTTP listener).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSettings {
+    pub max_body_bytes: usize,
+    /// How long a call that needs approval is waited for before `approval_pending`.
+    pub approval_wait: Duration,
+    /// Browser origins allowed; empty refuses every request that carries an `Origin`.
+    pub allowed_origins: Vec<String>,
+    /// Accepted `Host` values; `*` accepts any.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            max_body_bytes: 1024 * 1024,
+            approval_wait: Duration::ZERO,
+            allowed_origins: Vec::new(),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct ServeConfig {
     pub node_id: u64,
@@ -408,6 +483,7 @@ pub struct ServeConfig {
     pub actors: ActorSettings,
     /// Trusted JWT issuers, for the HTTP fronts.
     pub jwt: Vec<JwtIssuerConfig>,
+    pub mcp: McpSettings,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -423,6 +499,7 @@ impl fmt::Debug for ServeConfig {
             .field("raft", &self.raft)
             .field("actors", &self.actors)
             .field("jwt", &self.jwt)
+            .field("mcp", &self.mcp)
             .finish_non_exhaustive()
     }
 }

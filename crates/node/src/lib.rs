@@ -16,6 +16,7 @@ pub mod executor;
 pub mod feed;
 pub mod files;
 pub mod http;
+pub mod mcp;
 pub mod net;
 pub mod node_files;
 pub mod pipeline;

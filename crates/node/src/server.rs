@@ -11,7 +11,7 @@ use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
 use crate::services;
 use anyhow::{Context, bail};
-use gatehouse_actors::{Actors, Executor, Health};
+use gatehouse_actors::{Actors, Executor};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalServiceServer;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -31,6 +31,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Raft and registry messages (snapshot chunks, big apply batches) are larger than tonic's 4 MiB
 /// default.
@@ -176,6 +177,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 
     let pipeline = Pipeline::new(cluster.clone(), actors.clone(), executor, authenticator);
     let (stop, stopped) = watch::channel(false);
+    let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
     let tasks = vec![
         serve_grpc(
@@ -188,7 +190,18 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             &config,
             stopped.clone(),
         ),
-        serve_http(http_listener, raft.clone(), actors.health(), stopped),
+        serve_http(
+            http_listener,
+            crate::http::router(
+                raft.clone(),
+                actors.health(),
+                pipeline,
+                config.mcp.clone(),
+                mcp_stop.clone(),
+            ),
+            mcp_stop,
+            stopped,
+        ),
     ];
 
     let admin_key = match (&config.start, joined) {
@@ -274,17 +287,20 @@ fn serve_grpc(
     })
 }
 
+/// Serves `router`; on stop, ends the MCP front's sessions first (their event streams would
+/// otherwise hold the graceful shutdown open).
 fn serve_http(
     listener: TcpListener,
-    raft: Raft,
-    health: watch::Receiver<Health>,
+    router: axum::Router,
+    mcp_stop: CancellationToken,
     mut stopped: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
+            mcp_stop.cancel();
         };
-        if let Err(e) = axum::serve(listener, crate::http::router(raft, health))
+        if let Err(e) = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
         {

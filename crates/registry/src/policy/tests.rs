@@ -14,6 +14,7 @@ fn tool(mode: Option<ApprovalMode>, class: Option<CapabilityClass>) -> ToolSpec 
         capability_class: class,
         categories: vec![],
         constraints: BTreeMap::new(),
+        http: None,
     }
 }
 

@@ -217,7 +217,7 @@ fn fail(message: String) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
 
 /// Reads a named credential at call time, so a rotated secret is used from the next call on.
 /// Errors name where it was looked for, never what was found.
-async fn read_credential(
+pub(crate) async fn read_credential(
     env: &dyn EnvSource,
     credential: &CredentialRef,
 ) -> Result<String, ExecError> {

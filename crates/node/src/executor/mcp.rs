@@ -31,10 +31,13 @@ struct Open {
     session: Session,
 }
 
+/// One upstream's session, if open; locked while one is being opened.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Open>>>>;
+
 /// This node's sessions, by upstream key.
 #[derive(Default)]
 pub(super) struct Sessions {
-    by_upstream: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Arc<Open>>>>>>,
+    by_upstream: Mutex<HashMap<String, Slot>>,
 }
 
 impl Sessions {
@@ -45,7 +48,7 @@ impl Sessions {
         url: &str,
         bearer: Option<&str>,
         timeout: Duration,
-    ) -> Result<Arc<Open>, ServiceFailure> {
+    ) -> Result<Arc<Open>, ExecError> {
         let slot = self
             .by_upstream
             .lock()
@@ -62,9 +65,7 @@ impl Sessions {
         {
             return Ok(open.clone());
         }
-        let session = connect(url, bearer, timeout)
-            .await
-            .map_err(ServiceFailure::Connect)?;
+        let session = connect(url, bearer, timeout).await?;
         let open = Arc::new(Open {
             url: url.to_owned(),
             bearer: bearer.map(str::to_owned),
@@ -89,10 +90,6 @@ impl Sessions {
             }
         }
     }
-}
-
-enum ServiceFailure {
-    Connect(ExecError),
 }
 
 /// Opens a client session with the upstream; the credential goes as a bearer token. rmcp's own
@@ -188,7 +185,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
     };
     let open = match sessions.get(key, url, bearer, timeout).await {
         Ok(open) => open,
-        Err(ServiceFailure::Connect(e)) => return Attempt::transient(Err(e)),
+        Err(e) => return Attempt::transient(Err(e)),
     };
     let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
     params.meta = Some(meta(execution, traceparent));

@@ -210,6 +210,12 @@ async fn http_posts_the_arguments_with_the_call_headers_and_the_credential() {
     assert_eq!(header("gatehouse-call-id"), Some(call.call_id.to_string()));
     assert_eq!(header("gatehouse-tenant").as_deref(), Some("acme"));
     assert_eq!(header("authorization").as_deref(), Some("Bearer s3cret"));
+    let trace = header("traceparent").unwrap();
+    let hex = &call.call_id.to_string()["call_".len()..];
+    assert!(
+        trace.starts_with(&format!("00-{hex}-")) && trace.ends_with("-01"),
+        "{trace}"
+    );
     let context = decode_context(&header("gatehouse-skill-context").unwrap());
     assert_eq!(context, "Be brief.\nÜber alles: refunds");
 }

@@ -77,10 +77,13 @@ async fn an_mcp_protocol_error_is_an_exec_error() {
     assert!(err.message.contains("broken on purpose"), "{err}");
 }
 
+/// Method, path, query and body of one request.
+type Seen = (String, String, Option<String>, String);
+
 /// What the HTTP server saw, and how many answers fail before it succeeds.
 #[derive(Clone, Default)]
 struct Server {
-    seen: Arc<Mutex<Vec<(String, String, Option<String>, String)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
     hits: Arc<AtomicUsize>,
     failing: Arc<AtomicUsize>,
 }

@@ -5,6 +5,7 @@ pub mod call;
 pub mod client;
 pub mod cluster;
 pub mod dev;
+pub mod import;
 pub mod keygen;
 pub mod resources;
 pub mod serve;

@@ -91,6 +91,11 @@ pub enum Command {
         #[command(subcommand)]
         command: cmd::approvals::ApprovalsCommand,
     },
+    /// This node's audit log, read from its data directory: verify the hash chain, tail it.
+    Audit {
+        #[command(subcommand)]
+        command: cmd::audit::AuditCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -177,5 +182,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keygen => cmd::keygen::run(),
         Command::Call(args) => cmd::remote(cmd::call::run(&remote, args)),
         Command::Approvals { command } => cmd::remote(cmd::approvals::run(&remote, command)),
+        Command::Audit { command } => cmd::audit::run(command, remote.output),
     }
 }

@@ -168,6 +168,26 @@ async fn verify_finds_a_truncated_tail_via_the_head() {
 }
 
 #[tokio::test]
+async fn verify_finds_a_rewritten_end_of_the_chain_via_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let mut log = lines(dir.path());
+    // Records 4 and 5 forged with hashes and links recomputed: only the head can tell.
+    let mut prev: Record = serde_json::from_str(&log[2]).unwrap();
+    for line in &mut log[3..] {
+        let old: Record = serde_json::from_str(line).unwrap();
+        let mut forged = old.entry.clone();
+        forged.outcome = "failed".into();
+        let (record, bytes) = Record::seal(old.seq, old.at_ms, old.node, &prev.hash, forged);
+        *line = String::from_utf8(bytes).unwrap().trim_end().to_owned();
+        prev = record;
+    }
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(matches!(err, VerifyError::HeadMismatch { seq: 5 }), "{err}");
+}
+
+#[tokio::test]
 async fn verify_finds_garbage() {
     let dir = tempfile::tempdir().unwrap();
     write_log(dir.path(), 3).await;

@@ -26,7 +26,7 @@ pub struct Entry {
     pub args_sha256: Option<String>,
     pub output_sha256: Option<String>,
     pub output_len: Option<u64>,
-    /// e.g. succeeded, failed, pending, refused:<code>.
+    /// e.g. `succeeded`, `failed`, `pending`, `refused:<code>`.
     pub outcome: String,
     pub trace_id: Option<String>,
 }

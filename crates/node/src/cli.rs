@@ -95,6 +95,11 @@ pub enum Command {
         #[command(subcommand)]
         command: cmd::approvals::ApprovalsCommand,
     },
+    /// This node's audit log, read from its data directory: verify the hash chain, tail it.
+    Audit {
+        #[command(subcommand)]
+        command: cmd::audit::AuditCommand,
+    },
     /// Turn another description of tools into resources to review and apply.
     Import {
         #[command(subcommand)]
@@ -213,5 +218,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     output,
                 },
         } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
+        Command::Audit { command } => cmd::audit::run(command, remote.output),
     }
 }

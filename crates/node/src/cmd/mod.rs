@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod approvals;
+pub mod audit;
 pub mod call;
 pub mod client;
 pub mod cluster;

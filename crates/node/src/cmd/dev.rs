@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The demo tenant's resources, with the keys' digests left to fill in.
-const DEMO: &str = include_str!("../../../../examples/dev/demo.yaml");
+const DEMO: &str = include_str!("dev.yaml");
 
 #[derive(Debug, clap::Args)]
 pub struct DevArgs {
@@ -95,7 +95,7 @@ pub async fn ensure_demo(node: &NodeHandle, data_dir: &Path) -> anyhow::Result<C
             "{approver_sha256}",
             &sha256_hex(credentials.approver.as_bytes()),
         );
-    let parsed = documents::parse("examples/dev/demo.yaml", &text);
+    let parsed = documents::parse("dev.yaml", &text);
     let resources = parsed.into_resources();
     node.cluster
         .propose(Command::Put { resources })

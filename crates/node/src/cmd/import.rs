@@ -226,7 +226,7 @@ mod tests {
     fn petstore() -> Value {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../examples/openapi/petstore.yaml"
+            "/tests/fixtures/openapi/petstore.yaml"
         );
         serde_norway::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }

@@ -165,6 +165,7 @@ impl TestCluster {
             raft: self.timings,
             actors: fast_actors(self.timings),
             mcp: Default::default(),
+            jwt: Vec::new(),
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

@@ -27,7 +27,7 @@ pub struct Remote {
         long,
         global = true,
         env = "GATEHOUSE_ADDR",
-        default_value = "127.0.0.1:7400"
+        default_value = "127.0.0.1:7401"
     )]
     pub addr: String,
     /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
@@ -50,6 +50,8 @@ pub enum Output {
 pub enum Command {
     /// Run a node.
     Serve(ServeArgs),
+    /// A one-node dev cluster on 127.0.0.1 with tenant `demo`, built-in demo tools and skills.
+    Dev(cmd::dev::DevArgs),
     /// Membership and status of the cluster.
     Cluster {
         #[command(subcommand)]
@@ -157,6 +159,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let remote = cli.remote;
     match cli.command {
         Command::Serve(args) => cmd::serve::run(args, remote.token),
+        Command::Dev(args) => cmd::dev::run(args),
         Command::Cluster { command } => cmd::remote(cmd::cluster::run(&remote, command)),
         Command::Apply { path } => cmd::remote(cmd::resources::apply(&remote, &path)),
         Command::Get(args) => cmd::remote(cmd::resources::get(&remote, args)),

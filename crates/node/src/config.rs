@@ -76,6 +76,128 @@ pub struct RawServeConfig {
     #[arg(long = "mcp-allowed-host", value_name = "HOST")]
     #[serde(default)]
     pub mcp_allowed_hosts: Vec<String>,
+    /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
+    #[arg(skip)]
+    #[serde(default)]
+    pub jwt: Vec<JwtIssuerConfig>,
+}
+
+/// One trusted JWT issuer:
+///
+/// ```toml
+/// [[jwt]]
+/// issuer = "https://idp.example"      # the tokens' `iss`, exactly
+/// audience = "gatehouse"              # optional: when given, `aud` must name it
+/// algorithms = ["RS256"]              # HS256/384/512, RS*, PS*, ES256, ES384; never `none`
+/// public-key-file = "/etc/gatehouse/idp.pem"  # or hs256-secret-file, or jwks-file: one of them
+/// leeway-secs = 30                    # clock skew allowed on `exp` and `nbf`
+/// ```
+///
+/// A secret file holds the shared secret itself (a trailing newline is not part of it), at least
+/// 32 bytes. A public key file is PEM, RSA or EC. A JWKS file is re-read when its modification
+/// time changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JwtIssuerConfig {
+    pub issuer: String,
+    #[serde(default)]
+    pub audience: Option<String>,
+    pub algorithms: Vec<String>,
+    #[serde(default)]
+    pub hs256_secret_file: Option<PathBuf>,
+    #[serde(default)]
+    pub public_key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    #[serde(default = "default_leeway_secs")]
+    pub leeway_secs: u64,
+}
+
+fn default_leeway_secs() -> u64 {
+    30
+}
+
+/// Where an issuer's verification keys come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwtKeySource<'a> {
+    Hs256Secret(&'a Path),
+    PublicKey(&'a Path),
+    Jwks(&'a Path),
+}
+
+impl JwtIssuerConfig {
+    /// The key source, when exactly one is given.
+    pub fn key_source(&self) -> Option<JwtKeySource<'_>> {
+        match (
+            &self.hs256_secret_file,
+            &self.public_key_file,
+            &self.jwks_file,
+        ) {
+            (Some(p), None, None) => Some(JwtKeySource::Hs256Secret(p)),
+            (None, Some(p), None) => Some(JwtKeySource::PublicKey(p)),
+            (None, None, Some(p)) => Some(JwtKeySource::Jwks(p)),
+            _ => None,
+        }
+    }
+
+    /// The configured algorithms, or what is wrong with them: an unknown name, `none`, or an
+    /// algorithm the key source cannot verify (HMAC only with a secret, never with a public key).
+    pub fn parsed_algorithms(&self) -> Result<Vec<jsonwebtoken::Algorithm>, String> {
+        use jsonwebtoken::{Algorithm, AlgorithmFamily};
+        if self.algorithms.is_empty() {
+            return Err("name at least one algorithm".to_owned());
+        }
+        let source = self.key_source();
+        let mut parsed = Vec::with_capacity(self.algorithms.len());
+        for name in &self.algorithms {
+            if name.eq_ignore_ascii_case("none") {
+                return Err("\"none\" is never accepted: tokens must be signed".to_owned());
+            }
+            let alg: Algorithm = name.parse().map_err(|_| {
+                format!("{name:?} is not a JWS algorithm (e.g. RS256, ES256, HS256)")
+            })?;
+            let hmac = alg.family() == AlgorithmFamily::Hmac;
+            match source {
+                Some(JwtKeySource::Hs256Secret(_)) if !hmac => {
+                    return Err(format!(
+                        "{name} needs a public key, but hs256-secret-file gives a shared secret"
+                    ));
+                }
+                Some(JwtKeySource::PublicKey(_) | JwtKeySource::Jwks(_)) if hmac => {
+                    return Err(format!(
+                        "{name} is a shared-secret algorithm: never verified with a public key"
+                    ));
+                }
+                _ if alg.family() == AlgorithmFamily::Ed => {
+                    return Err(format!("{name} is not supported"));
+                }
+                _ => {}
+            }
+            parsed.push(alg);
+        }
+        Ok(parsed)
+    }
+
+    /// Every problem with this issuer, each prefixed with `jwt[index]`.
+    pub fn problems(&self, index: usize) -> Vec<String> {
+        let mut problems = Vec::new();
+        let at = format!("jwt[{index}]");
+        if self.issuer.trim().is_empty() {
+            problems.push(format!("{at}.issuer: required"));
+        }
+        if self.audience.as_ref().is_some_and(|a| a.trim().is_empty()) {
+            problems.push(format!("{at}.audience: must not be empty when given"));
+        }
+        if self.key_source().is_none() {
+            problems.push(format!(
+                "{at}: give exactly one of hs256-secret-file, public-key-file, jwks-file"
+            ));
+        }
+        if let Err(e) = self.parsed_algorithms() {
+            problems.push(format!("{at}.algorithms: {e}"));
+        }
+        problems
+    }
 }
 
 impl RawServeConfig {
@@ -117,6 +239,11 @@ impl RawServeConfig {
                 file.mcp_allowed_hosts
             } else {
                 self.mcp_allowed_hosts
+            },
+            jwt: if self.jwt.is_empty() {
+                file.jwt
+            } else {
+                self.jwt
             },
         }
     }
@@ -236,6 +363,18 @@ impl RawServeConfig {
         if !self.mcp_allowed_hosts.is_empty() {
             mcp.allowed_hosts = self.mcp_allowed_hosts;
         }
+        for (i, issuer) in self.jwt.iter().enumerate() {
+            problems.extend(issuer.problems(i));
+            if self.jwt[..i]
+                .iter()
+                .any(|earlier| earlier.issuer == issuer.issuer)
+            {
+                problems.push(format!(
+                    "jwt[{i}].issuer: {:?} is configured twice",
+                    issuer.issuer
+                ));
+            }
+        }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -248,6 +387,7 @@ impl RawServeConfig {
             raft,
             actors,
             mcp,
+            jwt: self.jwt,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -342,6 +482,8 @@ pub struct ServeConfig {
     pub raft: RaftTimings,
     pub actors: ActorSettings,
     pub mcp: McpSettings,
+    /// Trusted JWT issuers, for the HTTP fronts.
+    pub jwt: Vec<JwtIssuerConfig>,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -357,6 +499,7 @@ impl fmt::Debug for ServeConfig {
             .field("raft", &self.raft)
             .field("actors", &self.actors)
             .field("mcp", &self.mcp)
+            .field("jwt", &self.jwt)
             .finish_non_exhaustive()
     }
 }
@@ -425,5 +568,70 @@ mod tests {
         assert!(raw.clone().validate(None).is_err());
         let config = raw.validate(Some("k".into())).unwrap();
         assert!(matches!(config.start, Start::Join { ref token, .. } if token == "k"));
+    }
+
+    #[test]
+    fn jwt_issuers_are_read_from_the_file_with_their_defaults() {
+        let file: RawServeConfig = toml::from_str(
+            "node-id = 1\ndata-dir = \"/d\"\n\n[[jwt]]\nissuer = \"https://idp.example\"\n\
+             audience = \"gatehouse\"\nalgorithms = [\"RS256\"]\n\
+             jwks-file = \"/etc/idp.jwks.json\"\n",
+        )
+        .unwrap();
+        let config = RawServeConfig::default().over(file).validate(None).unwrap();
+        assert_eq!(config.jwt.len(), 1);
+        let issuer = &config.jwt[0];
+        assert_eq!(issuer.audience.as_deref(), Some("gatehouse"));
+        assert_eq!(issuer.leeway_secs, 30);
+        assert_eq!(
+            issuer.key_source(),
+            Some(JwtKeySource::Jwks(Path::new("/etc/idp.jwks.json")))
+        );
+    }
+
+    #[test]
+    fn jwt_issuers_with_confusable_or_missing_keys_are_refused() {
+        let issuer = |algorithms: &[&str], secret: bool, public: bool| JwtIssuerConfig {
+            issuer: "https://idp.example".into(),
+            algorithms: algorithms.iter().map(|a| a.to_string()).collect(),
+            hs256_secret_file: secret.then(|| "/s".into()),
+            public_key_file: public.then(|| "/p.pem".into()),
+            ..Default::default()
+        };
+        let raw = RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/d".into()),
+            jwt: vec![
+                issuer(&["RS256", "HS256"], false, true),
+                issuer(&["none"], true, false),
+                issuer(&["RS256"], true, false),
+                issuer(&["RS256"], true, true),
+                issuer(&["XY999"], false, true),
+            ],
+            ..Default::default()
+        };
+        let errors = raw.validate(None).unwrap_err().0;
+        let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
+        assert!(
+            has("jwt[0].algorithms: HS256 is a shared-secret algorithm"),
+            "{errors:?}"
+        );
+        assert!(
+            has("jwt[1].algorithms: \"none\" is never accepted"),
+            "{errors:?}"
+        );
+        assert!(
+            has("jwt[2].algorithms: RS256 needs a public key"),
+            "{errors:?}"
+        );
+        assert!(has("jwt[3]: give exactly one of"), "{errors:?}");
+        assert!(
+            has("jwt[4].algorithms: \"XY999\" is not a JWS algorithm"),
+            "{errors:?}"
+        );
+        assert!(
+            has("jwt[1].issuer: \"https://idp.example\" is configured twice"),
+            "{errors:?}"
+        );
     }
 }

@@ -7,6 +7,7 @@
 
 mod actor_port;
 pub mod auth;
+pub mod budget;
 pub mod cli;
 pub mod cluster;
 pub mod cmd;

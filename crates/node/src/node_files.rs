@@ -70,7 +70,7 @@ fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Written to a temporary file, synced, then renamed: a crash leaves the old file or the new.
-fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = std::fs::OpenOptions::new()
         .create(true)

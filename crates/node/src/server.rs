@@ -1,6 +1,7 @@
 //! Starting and stopping a node: the store, Raft, the gRPC and HTTP listeners, and the first
 //! step into a cluster (bootstrap a new one, join an existing one, or carry on from disk).
 
+use crate::auth::Authenticator;
 use crate::cluster::Cluster;
 use crate::config::{ServeConfig, Start};
 use crate::executor::NodeExecutor;
@@ -112,6 +113,8 @@ async fn bind(wanted: SocketAddr, recorded: Option<SocketAddr>) -> anyhow::Resul
 }
 
 pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
+    // Key files are read now, so a bad one stops the start before anything is opened.
+    let authenticator = Authenticator::new(&config.jwt)?;
     let files = NodeFiles::new(&config.data_dir)?;
     let known = files.identity()?;
     if let Some(known) = &known
@@ -160,7 +163,9 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .with_batching();
 
-    let executor: Arc<dyn Executor> = Arc::new(NodeExecutor::new(cluster.registry.clone()));
+    let executor: Arc<dyn Executor> = Arc::new(
+        NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin")),
+    );
     let actors = Actors::start(
         config.actors.clone(),
         cluster.registry.clone(),
@@ -170,7 +175,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .await?;
 
-    let pipeline = Pipeline::new(cluster.clone(), actors.clone(), executor);
+    let pipeline = Pipeline::new(cluster.clone(), actors.clone(), executor, authenticator);
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());

@@ -4,6 +4,7 @@ pub mod approvals;
 pub mod call;
 pub mod client;
 pub mod cluster;
+pub mod dev;
 pub mod keygen;
 pub mod resources;
 pub mod serve;

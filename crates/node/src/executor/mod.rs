@@ -6,7 +6,7 @@
 //! queue's claim); this module only moves the bytes. Credentials are read on each call from this
 //! node's environment or files, sent as a bearer token, and never logged.
 
-mod builtin;
+pub mod builtin;
 mod http;
 
 use futures::FutureExt;
@@ -47,6 +47,8 @@ pub struct NodeExecutor {
     registry: SharedRegistry,
     env: Arc<dyn EnvSource>,
     http: reqwest::Client,
+    /// Where built-in tools that keep state (the demo ledger) keep it.
+    state_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for NodeExecutor {
@@ -66,7 +68,14 @@ impl NodeExecutor {
             registry,
             env,
             http: http::client(),
+            state_dir: None,
         }
+    }
+
+    /// Lets built-in tools keep state in `dir` (the node's data directory has one).
+    pub fn with_state_dir(mut self, dir: std::path::PathBuf) -> Self {
+        self.state_dir = Some(dir);
+        self
     }
 }
 
@@ -92,7 +101,7 @@ impl Executor for NodeExecutor {
             ));
         };
         match upstream.kind {
-            UpstreamKind::Builtin => builtin::run(tool, execution).boxed(),
+            UpstreamKind::Builtin => builtin::run(tool, execution, self.state_dir.clone()).boxed(),
             UpstreamKind::Http => {
                 let client = self.http.clone();
                 let env = self.env.clone();

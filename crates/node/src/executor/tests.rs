@@ -97,7 +97,10 @@ async fn fail_answers_an_error_result_and_unknown_builtins_do_not_run() {
         .execute(execution("acme", "dev.nope", json!({})))
         .await
         .unwrap_err();
-    assert!(err.message.contains("echo, sleep and fail"), "{err}");
+    assert!(
+        err.message.contains("echo, sleep, fail and transfer"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

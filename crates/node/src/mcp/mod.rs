@@ -15,7 +15,7 @@ mod render;
 mod tasks;
 mod tools;
 
-pub use guard::{Agent, TENANT_HEADER};
+pub use guard::Agent;
 pub use render::{
     META_CALL_ID, META_EFFECTIVE_MODE, META_IDEMPOTENCY_KEY, META_POLICY_DECISION, META_TRACE_ID,
 };

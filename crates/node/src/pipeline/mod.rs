@@ -13,11 +13,15 @@ mod error;
 pub use envelope::{Envelope, trace_id};
 pub use error::{ErrorCode, GatewayError};
 
-use crate::auth::Caller;
-use crate::cluster::{Cluster, now_ms};
+use crate::auth::{AuthError, Authenticator, Caller};
+use crate::budget::{Budgets, RetryAfter};
+use crate::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
-use gatehouse_registry::{ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied};
+use gatehouse_registry::resource::ToolSpec;
+use gatehouse_registry::{
+    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied, ToolsetInfo,
+};
 use serde_json::Value;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -46,6 +50,8 @@ pub struct Pipeline {
     cluster: Cluster,
     actors: Actors,
     executor: Arc<dyn Executor>,
+    budgets: Budgets,
+    authenticator: Authenticator,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -57,16 +63,33 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(cluster: Cluster, actors: Actors, executor: Arc<dyn Executor>) -> Self {
+    pub fn new(
+        cluster: Cluster,
+        actors: Actors,
+        executor: Arc<dyn Executor>,
+        authenticator: Authenticator,
+    ) -> Self {
         Pipeline {
             cluster,
             actors,
             executor,
+            budgets: Budgets::new(),
+            authenticator,
         }
     }
 
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
+    pub fn authenticate_http(&self, headers: &http::HeaderMap) -> Result<Caller, AuthError> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.authenticator.authenticate_http(&registry, headers)
     }
 
     /// Runs a call through the pipeline. A call that must wait for approval answers at once
@@ -93,6 +116,13 @@ impl Pipeline {
             ));
         }
         let plan = self.plan(caller, &input)?;
+        if let Some(budget) = &plan.decision.budget
+            && let Err(RetryAfter(wait)) =
+                self.budgets
+                    .check(&plan.call.tenant, &plan.call.tool, budget, now_ms())
+        {
+            return Err(GatewayError::rate_limited(&plan.call.tool, wait));
+        }
         let span = tracing::info_span!(
             "call",
             tenant = %plan.call.tenant,
@@ -121,7 +151,7 @@ impl Pipeline {
                 at: now_ms(),
                 tenant: &input.tenant,
                 principal: &caller.name,
-                end_user: caller.spec.user.as_deref(),
+                end_user: caller.end_user.as_deref(),
                 a2a_peer: input.a2a_peer.as_deref(),
                 tool: &input.tool,
                 arguments: &input.arguments,
@@ -169,6 +199,71 @@ impl Pipeline {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) | Err(_) => return Ok(envelope),
             }
+        }
+    }
+
+    /// The tools the caller sees in `tenant`, in name order (see `Registry::visible_tools`).
+    pub fn visible_tools(&self, caller: &Caller, tenant: &str) -> Vec<(String, ToolSpec)> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        registry
+            .visible_tools(tenant, &caller.name)
+            .into_iter()
+            .map(|(name, spec)| (name.to_owned(), spec.clone()))
+            .collect()
+    }
+
+    /// The toolsets the caller may load in `tenant`.
+    pub fn toolsets(&self, caller: &Caller, tenant: &str) -> Vec<ToolsetInfo> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        registry.toolsets(tenant, &caller.name)
+    }
+
+    /// Widens what the caller sees by a toolset, for good: the choice is kept in the registry,
+    /// since a stateless client has no session to keep it in. Answers whether write tools are
+    /// now included.
+    pub async fn load_toolset(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        toolset: &str,
+        include_write_tools: bool,
+    ) -> Result<bool, GatewayError> {
+        if !caller.member_of(tenant) {
+            return Err((&PlanError::UnknownTenant(tenant.to_owned())).into());
+        }
+        let (applied, _) = self
+            .cluster
+            .propose(Command::LoadToolset {
+                tenant: tenant.to_owned(),
+                principal: caller.name.clone(),
+                toolset: toolset.to_owned(),
+                include_write_tools,
+            })
+            .await
+            .map_err(|e| match e {
+                WriteError::Rejected(ApplyError::NotFound { what }) => GatewayError::new(
+                    ErrorCode::NotFound,
+                    format!("no {what}"),
+                    "gatehouse.load_toolset's description lists the toolsets you can load",
+                ),
+                other => other.into(),
+            })?;
+        match applied {
+            Applied::ToolsetLoaded {
+                include_write_tools,
+                ..
+            } => Ok(include_write_tools),
+            other => Err(GatewayError::unavailable(format!(
+                "loading a toolset was answered with {other:?}"
+            ))),
         }
     }
 

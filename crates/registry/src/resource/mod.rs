@@ -10,7 +10,9 @@ mod tool;
 mod upstream;
 
 pub use names::{is_valid_name, is_valid_tool_name};
-pub use policy::{ApprovalRequirement, Budget, CompareOp, Condition, ModeRule, PolicySpec};
+pub use policy::{
+    ApprovalRequirement, Budget, CompareOp, Condition, ModeRule, PolicySpec, ToolsetRef,
+};
 pub use principal::{JwtSubject, PrincipalSpec, Role};
 pub use skill::{Level, SkillScope, SkillSpec, ToolOverrides};
 pub use tenant::TenantSpec;

@@ -25,6 +25,9 @@ pub struct ToolSpec {
     pub capability_class: Option<CapabilityClass>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub categories: Vec<String>,
+    /// The toolset the tool belongs to; its upstream's name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<String>,
     /// Argument name to the limits its value must keep.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub constraints: BTreeMap<String, ArgConstraint>,
@@ -173,6 +176,7 @@ mod tests {
             approval_mode,
             capability_class: None,
             categories: vec![],
+            toolset: None,
             constraints: BTreeMap::new(),
         }
     }

@@ -19,7 +19,7 @@ use rmcp::model::{
     GetTaskParams, Implementation, JsonObject, ProtocolVersion, ReadResourceRequestParams,
     ResourceContents, TaskPayload, TaskStatus,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
@@ -715,4 +715,98 @@ async fn the_operating_guide_explains_approvals_and_call_status() {
     );
     bot.cancel().await.unwrap();
     fixture.node.shutdown().await;
+}
+
+/// A client that counts `notifications/tools/list_changed`.
+#[derive(Debug, Clone, Default)]
+struct ListWatcher(Arc<tokio::sync::Notify>);
+
+impl rmcp::ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.0.notify_one();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loading_a_toolset_widens_the_list_and_tells_the_session() {
+    let fixture = Fixture::start().await;
+    fixture
+        .apply(vec![resource(
+            "Policy",
+            "lean",
+            Some("acme"),
+            json!({"defaultToolsets": [{"name": "demo"}]}),
+        )])
+        .await;
+    let watcher = ListWatcher::default();
+    let client = watcher
+        .clone()
+        .serve(transport!(fixture.url(), BOT))
+        .await
+        .unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let listed: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        listed,
+        [
+            "demo.echo",
+            "gatehouse.call_status",
+            "gatehouse.load_toolset"
+        ]
+    );
+    let load = tools
+        .iter()
+        .find(|t| t.name == "gatehouse.load_toolset")
+        .unwrap();
+    assert!(
+        load.description
+            .as_deref()
+            .is_some_and(|d| d.contains("bank (0 read, 1 write)")),
+        "{:?}",
+        load.description
+    );
+
+    let loaded = client
+        .call_tool(call(
+            "gatehouse.load_toolset",
+            json!({"toolset": "bank", "include_write_tools": true}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(loaded.is_error, Some(false), "{loaded:?}");
+    tokio::time::timeout(DEADLINE, watcher.0.notified())
+        .await
+        .expect("notifications/tools/list_changed");
+    assert!(names_of(&client).await.contains(&"bank.echo".to_owned()));
+
+    // Kept for the principal, not the session: a stateless client sees it too.
+    let stateless = ClientConfig::default()
+        .serve_with_lifecycle(
+            transport!(fixture.url(), BOT),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    assert!(names(&stateless).await.contains(&"bank.echo".to_owned()));
+
+    let unknown = client
+        .call_tool(call("gatehouse.load_toolset", json!({"toolset": "nope"})))
+        .await
+        .unwrap();
+    assert_eq!(error_of(&unknown)["code"], "not_found");
+    client.cancel().await.unwrap();
+    stateless.cancel().await.unwrap();
+    fixture.node.shutdown().await;
+}
+
+async fn names_of(client: &RunningService<RoleClient, ListWatcher>) -> Vec<String> {
+    client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.into_owned())
+        .collect()
 }

@@ -184,8 +184,9 @@ impl Handler {
         let listing = move || catalog::digest(&catalog::listing(&front.pipeline, &agent));
         let mut applied = self.front.pipeline.cluster().applied.clone();
         let stop = self.front.stop.clone();
+        // The list as the session starts, taken before anything it does can change it.
+        let mut seen = listing();
         tokio::spawn(async move {
-            let mut seen = listing();
             loop {
                 tokio::select! {
                     changed = applied.changed() => if changed.is_err() { return },

@@ -95,6 +95,33 @@ pub enum Command {
         #[command(subcommand)]
         command: cmd::approvals::ApprovalsCommand,
     },
+    /// This node's audit log, read from its data directory: verify the hash chain, tail it.
+    Audit {
+        #[command(subcommand)]
+        command: cmd::audit::AuditCommand,
+    },
+    /// Turn another description of tools into resources to review and apply.
+    Import {
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// An OpenAPI 3.0/3.1 document (JSON or YAML): one Tool per operation of an HTTP upstream.
+    Openapi {
+        file: PathBuf,
+        /// The Upstream the tools call.
+        #[arg(long)]
+        upstream: String,
+        /// The tenant the tools belong to; shared when absent.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Where to write the YAML stream; standard output when absent.
+        #[arg(long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -182,5 +209,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keygen => cmd::keygen::run(),
         Command::Call(args) => cmd::remote(cmd::call::run(&remote, args)),
         Command::Approvals { command } => cmd::remote(cmd::approvals::run(&remote, command)),
+        Command::Import {
+            command:
+                ImportCommand::Openapi {
+                    file,
+                    upstream,
+                    tenant,
+                    output,
+                },
+        } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
+        Command::Audit { command } => cmd::audit::run(command, remote.output),
     }
 }

@@ -228,6 +228,11 @@ impl RawServeConfig {
                 .or(file.home_unreachable_after_ms),
             passivate_after_secs: self.passivate_after_secs.or(file.passivate_after_secs),
             call_retention_hours: self.call_retention_hours.or(file.call_retention_hours),
+            jwt: if self.jwt.is_empty() {
+                file.jwt
+            } else {
+                self.jwt
+            },
             mcp_max_body_bytes: self.mcp_max_body_bytes.or(file.mcp_max_body_bytes),
             mcp_approval_wait_ms: self.mcp_approval_wait_ms.or(file.mcp_approval_wait_ms),
             mcp_allowed_origins: if self.mcp_allowed_origins.is_empty() {
@@ -239,11 +244,6 @@ impl RawServeConfig {
                 file.mcp_allowed_hosts
             } else {
                 self.mcp_allowed_hosts
-            },
-            jwt: if self.jwt.is_empty() {
-                file.jwt
-            } else {
-                self.jwt
             },
         }
     }
@@ -345,6 +345,18 @@ impl RawServeConfig {
             Some(h) => actors.retention = Duration::from_secs(h * 3600),
             None => {}
         }
+        for (i, issuer) in self.jwt.iter().enumerate() {
+            problems.extend(issuer.problems(i));
+            if self.jwt[..i]
+                .iter()
+                .any(|earlier| earlier.issuer == issuer.issuer)
+            {
+                problems.push(format!(
+                    "jwt[{i}].issuer: {:?} is configured twice",
+                    issuer.issuer
+                ));
+            }
+        }
         let mut mcp = McpSettings::default();
         match self.mcp_max_body_bytes {
             Some(0) => problems.push("mcp-max-body-bytes: must be above 0".to_owned()),
@@ -363,18 +375,6 @@ impl RawServeConfig {
         if !self.mcp_allowed_hosts.is_empty() {
             mcp.allowed_hosts = self.mcp_allowed_hosts;
         }
-        for (i, issuer) in self.jwt.iter().enumerate() {
-            problems.extend(issuer.problems(i));
-            if self.jwt[..i]
-                .iter()
-                .any(|earlier| earlier.issuer == issuer.issuer)
-            {
-                problems.push(format!(
-                    "jwt[{i}].issuer: {:?} is configured twice",
-                    issuer.issuer
-                ));
-            }
-        }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -386,8 +386,8 @@ impl RawServeConfig {
             start,
             raft,
             actors,
-            mcp,
             jwt: self.jwt,
+            mcp,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -481,9 +481,9 @@ pub struct ServeConfig {
     pub start: Start,
     pub raft: RaftTimings,
     pub actors: ActorSettings,
-    pub mcp: McpSettings,
     /// Trusted JWT issuers, for the HTTP fronts.
     pub jwt: Vec<JwtIssuerConfig>,
+    pub mcp: McpSettings,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -498,8 +498,8 @@ impl fmt::Debug for ServeConfig {
             .field("start", &self.start)
             .field("raft", &self.raft)
             .field("actors", &self.actors)
-            .field("mcp", &self.mcp)
             .field("jwt", &self.jwt)
+            .field("mcp", &self.mcp)
             .finish_non_exhaustive()
     }
 }

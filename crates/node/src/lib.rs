@@ -12,6 +12,7 @@ pub mod cli;
 pub mod cluster;
 pub mod cmd;
 pub mod config;
+pub mod discovery;
 pub mod executor;
 pub mod feed;
 pub mod files;

@@ -9,6 +9,9 @@ use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// The audit log's directory inside a data directory.
+pub const AUDIT_DIR: &str = "audit";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     pub node_id: u64,
@@ -31,6 +34,11 @@ impl NodeFiles {
 
     pub fn raft_dir(&self) -> PathBuf {
         self.dir.join("raft")
+    }
+
+    /// The node's audit log (see `gatehouse-audit`).
+    pub fn audit_dir(&self) -> PathBuf {
+        self.dir.join(AUDIT_DIR)
     }
 
     pub fn admin_key_path(&self) -> PathBuf {

@@ -144,6 +144,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let applied = state_machine.applied_watch();
     let call_events = state_machine.subscribe();
     let actor_events = state_machine.subscribe();
+    let discovery_events = state_machine.subscribe();
     let network = NetworkFactory::new(config.node_id, peers.clone(), config.filter.clone());
     let raft = Raft::new(
         config.node_id,
@@ -200,6 +201,12 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 mcp_stop.clone(),
             ),
             mcp_stop,
+            stopped.clone(),
+        ),
+        crate::discovery::spawn_discovery(
+            cluster.clone(),
+            discovery_events,
+            Arc::new(crate::executor::ProcessEnv),
             stopped,
         ),
     ];

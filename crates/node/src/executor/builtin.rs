@@ -200,6 +200,7 @@ mod tests {
             idempotency_key: String::new(),
             skill_context: context.map(str::to_owned),
             end_user: None,
+            retry_safe: false,
         }
     }
 

@@ -321,7 +321,7 @@ impl ServerHandler for Handler {
     ) -> Result<GetPromptResponse, McpError> {
         let agent = agent_of(&context.extensions)?;
         let found = request.name == guide::PROMPT;
-        audit::context_pull(&agent, "prompts/get", &request.name, found);
+        audit::context_pull(&agent, audit::Pull::PromptGet, &request.name, found);
         if !found {
             return Err(McpError::invalid_params(
                 format!("unknown prompt {}", request.name),
@@ -381,7 +381,7 @@ impl ServerHandler for Handler {
         } else {
             Err(format!("no resource {uri}"))
         };
-        audit::context_pull(&agent, "resources/read", &uri, contents.is_ok());
+        audit::context_pull(&agent, audit::Pull::ResourceRead, &uri, contents.is_ok());
         match contents {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Err(message) => Err(McpError::resource_not_found(message, None)),

@@ -282,6 +282,7 @@ impl Pipeline {
             idempotency_key: call.id.to_string(),
             skill_context: handle.skill_context(&call.tool, call.chain.end_user.as_deref()),
             end_user: call.chain.end_user.clone(),
+            retry_safe: call.retry_safe,
         };
         let result = self.executor.execute(execution).await;
         Ok(Envelope::ran_now(&call, result))

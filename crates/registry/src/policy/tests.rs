@@ -15,6 +15,7 @@ fn tool(mode: Option<ApprovalMode>, class: Option<CapabilityClass>) -> ToolSpec 
         categories: vec![],
         toolset: None,
         constraints: BTreeMap::new(),
+        http: None,
     }
 }
 

@@ -16,8 +16,10 @@ pub use policy::{
 pub use principal::{JwtSubject, PrincipalSpec, Role};
 pub use skill::{Level, SkillScope, SkillSpec, ToolOverrides};
 pub use tenant::TenantSpec;
-pub use tool::{ArgConstraint, ModeSource, ToolAnnotations, ToolSpec};
-pub use upstream::{CredentialRef, UpstreamKind, UpstreamSpec};
+pub use tool::{
+    ArgConstraint, DISCOVERED_FROM, HttpBinding, ModeSource, ToolAnnotations, ToolSpec,
+};
+pub use upstream::{BreakerPolicy, CredentialRef, RetryPolicy, UpstreamKind, UpstreamSpec};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

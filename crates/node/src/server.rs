@@ -9,9 +9,11 @@ use crate::feed::CallFeed;
 use crate::net::{NetworkFactory, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
+use crate::pipeline::audit::Audited;
 use crate::services;
 use anyhow::{Context, bail};
 use gatehouse_actors::{Actors, Executor};
+use gatehouse_audit::AuditLog;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalServiceServer;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -50,6 +52,8 @@ pub struct NodeHandle {
     pub admin_key: Option<String>,
     /// The supervision tree: tenant actors, their queues, placement.
     pub actors: Actors,
+    /// This node's audit log: closed (flushed) last on shutdown.
+    pub audit: AuditLog,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -79,6 +83,7 @@ impl NodeHandle {
         for task in self.tasks {
             let _ = task.await;
         }
+        self.audit.close().await;
     }
 }
 
@@ -167,16 +172,28 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let executor: Arc<dyn Executor> = Arc::new(
         NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin")),
     );
+    let audit = AuditLog::open(&files.audit_dir(), config.node_id)
+        .with_context(|| format!("opening the audit log in {}", files.audit_dir().display()))?;
     let actors = Actors::start(
         config.actors.clone(),
         cluster.registry.clone(),
         actor_events,
         Arc::new(cluster.clone()),
-        executor.clone(),
+        Arc::new(Audited::new(
+            executor.clone(),
+            cluster.registry.clone(),
+            audit.clone(),
+        )),
     )
     .await?;
 
-    let pipeline = Pipeline::new(cluster.clone(), actors.clone(), executor, authenticator);
+    let pipeline = Pipeline::new(
+        cluster.clone(),
+        actors.clone(),
+        executor,
+        authenticator,
+        audit.clone(),
+    );
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
@@ -235,6 +252,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         cluster,
         admin_key,
         actors,
+        audit,
         stop,
         tasks,
     })
@@ -264,15 +282,22 @@ fn serve_grpc(
             .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(
-            RegistryServiceServer::new(services::registry::Registry::new(cluster.clone()))
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE),
+            RegistryServiceServer::new(services::registry::Registry::new(
+                cluster.clone(),
+                front.pipeline.audit_log().clone(),
+            ))
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServiceServer::new(
             services::cluster::Membership::new(cluster.clone(), reachable_window),
         ))
         .add_service(ApprovalServiceServer::new(
-            services::approval::Approvals::new(cluster.clone(), front.feed),
+            services::approval::Approvals::new(
+                cluster.clone(),
+                front.feed,
+                front.pipeline.audit_log().clone(),
+            ),
         ))
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
             front.pipeline,

@@ -386,6 +386,54 @@ fn the_dev_cluster_walks_a_destructive_call_through_approval() {
     assert_eq!(runs.len(), 1, "one execution: {ledger}");
     assert_eq!(runs[0]["call_id"], id.as_str());
 
+    // The audit log tells the same story, hash-chained: the read-only call, the proposal, the
+    // approval, and the execution on the home.
+    let data = dir.path().join("data");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let tail = Command::new(BIN)
+            .args(["audit", "tail", "--json", "-n", "100", "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let records: Vec<Value> = ok(tail)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let found = |kind: &str, decision: Option<&str>, outcome: &str| {
+            records.iter().any(|r| {
+                r["kind"] == kind
+                    && decision.is_none_or(|d| r["decision"] == d)
+                    && r["outcome"].as_str().unwrap_or("").starts_with(outcome)
+            })
+        };
+        if found("tool_call", None, "succeeded")
+            && found("tool_call", None, "pending")
+            && found("approval", Some("approve"), "approved")
+            && found("tool_call", Some("execute"), "succeeded")
+        {
+            break records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "audit records missing: {records:#?}"
+        );
+        std::thread::park_timeout(Duration::from_millis(100));
+    };
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["call_id"] == id.as_str())
+            .all(|r| r["trace_id"] == id.trim_start_matches("call_")),
+        "every record of the call names its trace"
+    );
+    let verified = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(ok(verified).contains("audit log intact"));
+
     drop(node);
     let again = dev(dir.path());
     assert_eq!(again.credentials["agent"], agent.as_str());

@@ -7,6 +7,7 @@
 //! executes once approved. Fronts turn an [`Envelope`] or a [`GatewayError`] into their own
 //! protocol's answer; nothing here knows about gRPC or JSON-RPC.
 
+pub mod audit;
 mod envelope;
 mod error;
 
@@ -17,6 +18,7 @@ use crate::auth::{AuthError, Authenticator, Caller};
 use crate::budget::{Budgets, RetryAfter};
 use crate::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_actors::{Actors, Execution, Executor};
+use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
 use gatehouse_registry::resource::ToolSpec;
 use gatehouse_registry::{
@@ -52,6 +54,7 @@ pub struct Pipeline {
     executor: Arc<dyn Executor>,
     budgets: Budgets,
     authenticator: Authenticator,
+    audit: AuditLog,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -68,6 +71,7 @@ impl Pipeline {
         actors: Actors,
         executor: Arc<dyn Executor>,
         authenticator: Authenticator,
+        audit: AuditLog,
     ) -> Self {
         Pipeline {
             cluster,
@@ -75,7 +79,27 @@ impl Pipeline {
             executor,
             budgets: Budgets::new(),
             authenticator,
+            audit,
         }
+    }
+
+    /// This node's audit log.
+    pub fn audit_log(&self) -> &AuditLog {
+        &self.audit
+    }
+
+    /// Records a context pull (`prompts/get`, `resources/read`) like a call: off the response
+    /// path, group-committed with the rest.
+    pub fn record_pull(
+        &self,
+        caller: &Caller,
+        tenant: Option<&str>,
+        kind: Kind,
+        target: &str,
+        answer: Result<&[u8], &str>,
+    ) {
+        self.audit
+            .record(audit::pull_entry(caller, tenant, kind, target, answer));
     }
 
     pub fn cluster(&self) -> &Cluster {
@@ -93,11 +117,60 @@ impl Pipeline {
     }
 
     /// Runs a call through the pipeline. A call that must wait for approval answers at once
-    /// with its pending envelope; [`Pipeline::wait`] follows it.
+    /// with its pending envelope; [`Pipeline::wait`] follows it. Every call is audited: a call
+    /// run at once and a refusal off the response path, a replicated call durably before the
+    /// answer.
     pub async fn call(&self, caller: &Caller, input: CallInput) -> Result<Envelope, GatewayError> {
+        let (result, replicated) = self.run(caller, &input).await;
+        match &result {
+            Ok(envelope) if replicated => {
+                let entry = audit::call_entry(caller, &input, envelope);
+                self.audit.record_durable(entry).await.map_err(|e| {
+                    GatewayError::unavailable(format!("the audit log could not be written: {e}"))
+                })?;
+            }
+            Ok(envelope) => self
+                .audit
+                .record(audit::call_entry(caller, &input, envelope)),
+            Err(error) => self
+                .audit
+                .record(audit::refusal_entry(caller, &input, error)),
+        }
+        result
+    }
+
+    /// The pipeline's work, and whether the call went through Raft.
+    async fn run(
+        &self,
+        caller: &Caller,
+        input: &CallInput,
+    ) -> (Result<Envelope, GatewayError>, bool) {
+        match self.plan_and_check(caller, input) {
+            Ok(plan) => {
+                let span = tracing::info_span!(
+                    "call",
+                    tenant = %plan.call.tenant,
+                    tool = %plan.call.tool,
+                    call = %plan.call.id,
+                    mode = ?plan.decision.effective,
+                    replicated = plan.replicated,
+                );
+                if plan.replicated {
+                    (self.propose(plan.call).instrument(span).await, true)
+                } else {
+                    (self.run_now(plan.call).instrument(span).await, false)
+                }
+            }
+            Err(e) => (Err(e), false),
+        }
+    }
+
+    /// Everything decided before a call runs or is proposed: scope, arguments, key, policy,
+    /// budget.
+    fn plan_and_check(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {
         // A tenant the caller holds no role in does not exist for it.
         if !caller.member_of(&input.tenant) {
-            return Err((&PlanError::UnknownTenant(input.tenant)).into());
+            return Err((&PlanError::UnknownTenant(input.tenant.clone())).into());
         }
         if !input.arguments.is_object() {
             return Err(GatewayError::new(
@@ -115,7 +188,7 @@ impl Pipeline {
                 "use a shorter key, such as a UUID",
             ));
         }
-        let plan = self.plan(caller, &input)?;
+        let plan = self.plan(caller, input)?;
         if let Some(budget) = &plan.decision.budget
             && let Err(RetryAfter(wait)) =
                 self.budgets
@@ -123,19 +196,7 @@ impl Pipeline {
         {
             return Err(GatewayError::rate_limited(&plan.call.tool, wait));
         }
-        let span = tracing::info_span!(
-            "call",
-            tenant = %plan.call.tenant,
-            tool = %plan.call.tool,
-            call = %plan.call.id,
-            mode = ?plan.decision.effective,
-            replicated = plan.replicated,
-        );
-        if plan.replicated {
-            self.propose(plan.call).instrument(span).await
-        } else {
-            self.run_now(plan.call).instrument(span).await
-        }
+        Ok(plan)
     }
 
     fn plan(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {

@@ -47,7 +47,7 @@ macro_rules! transport {
 
 struct Fixture {
     node: NodeHandle,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -79,10 +79,16 @@ impl Fixture {
             filter: Arc::new(OpenNetwork),
         };
         let node = server::start(config).await.unwrap();
-        let fixture = Fixture { node, _dir: dir };
+        let fixture = Fixture { node, dir };
         fixture.apply(resources()).await;
         fixture.wait_placed().await;
         fixture
+    }
+
+    fn audit_dir(&self) -> std::path::PathBuf {
+        gatehouse_node::node_files::NodeFiles::new(&self.dir.path().join("node-1"))
+            .unwrap()
+            .audit_dir()
     }
 
     fn url(&self) -> String {
@@ -713,7 +719,50 @@ async fn the_operating_guide_explains_approvals_and_call_status() {
             .await
             .is_err()
     );
+    bot.read_resource(ReadResourceRequestParams::new("gatehouse://guide"))
+        .await
+        .unwrap();
     bot.cancel().await.unwrap();
+
+    // Each get and read is a context pull in the audit log; the listing is not.
+    fixture.node.audit.flush().await.unwrap();
+    let records = gatehouse_audit::tail(&fixture.audit_dir(), 100).unwrap();
+    let pulls: Vec<(String, String, String)> = records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.entry.kind,
+                gatehouse_audit::Kind::PromptGet | gatehouse_audit::Kind::ResourceRead
+            )
+        })
+        .map(|r| {
+            (
+                r.entry.target.clone().unwrap_or_default(),
+                r.entry.outcome.clone(),
+                r.entry.chain.join(","),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pulls,
+        [
+            (
+                "operating_guide".into(),
+                "succeeded".into(),
+                "user:bot-user,agent:bot".into()
+            ),
+            (
+                "nope".into(),
+                "refused:not_found".into(),
+                "user:bot-user,agent:bot".into()
+            ),
+            (
+                "gatehouse://guide".into(),
+                "succeeded".into(),
+                "user:bot-user,agent:bot".into()
+            ),
+        ]
+    );
     fixture.node.shutdown().await;
 }
 

@@ -5,8 +5,9 @@ use super::guard::Agent;
 use super::render::{self, META_IDEMPOTENCY_KEY};
 use super::tasks;
 use super::tools::{CALL_STATUS, LOAD_TOOLSET, MAX_STATUS_WAIT_MS};
-use super::{Front, audit, catalog, guide};
+use super::{Front, catalog, guide};
 use crate::pipeline::{CallInput, Envelope, ErrorCode, GatewayError};
+use gatehouse_audit::Kind;
 use gatehouse_registry::CallState;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -321,7 +322,18 @@ impl ServerHandler for Handler {
     ) -> Result<GetPromptResponse, McpError> {
         let agent = agent_of(&context.extensions)?;
         let found = request.name == guide::PROMPT;
-        audit::context_pull(&agent, audit::Pull::PromptGet, &request.name, found);
+        let answer = if found {
+            Ok(guide::TEXT.as_bytes())
+        } else {
+            Err("not_found")
+        };
+        self.front.pipeline.record_pull(
+            &agent.caller,
+            agent.tenant.as_deref(),
+            Kind::PromptGet,
+            &request.name,
+            answer,
+        );
         if !found {
             return Err(McpError::invalid_params(
                 format!("unknown prompt {}", request.name),
@@ -381,7 +393,18 @@ impl ServerHandler for Handler {
         } else {
             Err(format!("no resource {uri}"))
         };
-        audit::context_pull(&agent, audit::Pull::ResourceRead, &uri, contents.is_ok());
+        let answer = match &contents {
+            Ok(ResourceContents::TextResourceContents { text, .. }) => Ok(text.as_bytes()),
+            Ok(_) => Ok(&[][..]),
+            Err(_) => Err("not_found"),
+        };
+        self.front.pipeline.record_pull(
+            &agent.caller,
+            agent.tenant.as_deref(),
+            Kind::ResourceRead,
+            &uri,
+            answer,
+        );
         match contents {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Err(message) => Err(McpError::resource_not_found(message, None)),

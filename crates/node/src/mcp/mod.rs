@@ -6,7 +6,6 @@
 //! MCP requests into calls of the shared [`Pipeline`] and its envelopes back into MCP results.
 //! Nothing here decides whether a call may run: that is the pipeline's and the registry's.
 
-mod audit;
 mod catalog;
 mod guard;
 mod guide;

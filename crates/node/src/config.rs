@@ -558,6 +558,37 @@ mod tests {
     }
 
     #[test]
+    fn mcp_settings_are_bounded_and_default_to_no_browser_origin() {
+        let base = RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/tmp/x".into()),
+            ..Default::default()
+        };
+        let config = base.clone().validate(None).unwrap();
+        assert_eq!(config.mcp, McpSettings::default());
+        assert!(config.mcp.allowed_origins.is_empty());
+        assert_eq!(config.mcp.max_body_bytes, 1024 * 1024);
+        assert_eq!(config.mcp.approval_wait, Duration::ZERO);
+
+        let too_long = RawServeConfig {
+            mcp_approval_wait_ms: Some(10_001),
+            mcp_max_body_bytes: Some(0),
+            ..base.clone()
+        };
+        let errors = too_long.validate(None).unwrap_err().0;
+        assert!(errors.iter().any(|e| e.starts_with("mcp-approval-wait-ms")));
+        assert!(errors.iter().any(|e| e.starts_with("mcp-max-body-bytes")));
+
+        let file: RawServeConfig = toml::from_str(
+            "mcp-approval-wait-ms = 2000\nmcp-allowed-origins = [\"https://app.example:443\"]\n",
+        )
+        .unwrap();
+        let config = RawServeConfig { ..base }.over(file).validate(None).unwrap();
+        assert_eq!(config.mcp.approval_wait, Duration::from_millis(2000));
+        assert_eq!(config.mcp.allowed_origins, ["https://app.example:443"]);
+    }
+
+    #[test]
     fn joining_needs_a_token() {
         let raw = RawServeConfig {
             node_id: Some(2),

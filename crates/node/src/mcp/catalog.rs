@@ -1,72 +1,46 @@
-//! What `tools/list` shows one agent: the tools its tenant's policy lets its roles see,
-//! named `upstream.tool`, plus the gateway's own tools, in name order, a page at a time.
+//! What `tools/list` shows one agent: the tools its tenant's policy lets its roles see and its
+//! loaded toolsets include, named `upstream.tool`, plus the gateway's own tools, in name order, a page at a time.
 
+use super::guard::Agent;
 use super::tools::{gateway_tools, is_gateway_tool};
+use crate::pipeline::Pipeline;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use gatehouse_registry::Registry;
 use gatehouse_registry::canonical::sha256_hex;
-use gatehouse_registry::glob::tool_matches;
-use gatehouse_registry::resource::{Role, ToolSpec, UpstreamKind};
+use gatehouse_registry::resource::{ToolSpec, UpstreamKind};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 /// Tools per `tools/list` page.
 pub const PAGE_SIZE: usize = 100;
 
-/// The tools `principal` may see in `tenant`, in name order: none unless it is an agent there;
-/// a tool a deny pattern of a policy for its roles matches, or that no allow list of those
-/// policies names, is left out.
-pub fn visible_tools(
-    registry: &Registry,
-    principal: &str,
-    tenant: &str,
-) -> Vec<(String, ToolSpec)> {
-    let Some(spec) = registry.principal(principal) else {
-        return Vec::new();
-    };
-    if !spec.has_role(tenant, Role::Agent) {
-        return Vec::new();
+/// The whole list an agent sees, as MCP tools, in name order: what the registry lets it see
+/// (policy for its roles, its loaded toolsets), and the gateway's own tools.
+pub fn listing(pipeline: &Pipeline, agent: &Agent) -> Vec<Tool> {
+    let mut tools: Vec<Tool> = Vec::new();
+    let mut toolsets = Vec::new();
+    if let Some(tenant) = agent.tenant.as_deref() {
+        let visible = pipeline.visible_tools(&agent.caller, tenant);
+        toolsets = pipeline.toolsets(&agent.caller, tenant);
+        let registry = pipeline
+            .cluster()
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        tools = visible
+            .into_iter()
+            .filter(|(name, _)| !is_gateway_tool(name))
+            .map(|(name, spec)| {
+                let upstream = name.split_once('.').map_or(name.as_str(), |(u, _)| u);
+                let trusted = registry
+                    .upstream(tenant, upstream)
+                    .is_some_and(|u| u.trusted || u.kind == UpstreamKind::Builtin);
+                to_mcp(name, &spec, trusted)
+            })
+            .collect();
     }
-    let roles = spec.roles.get(tenant).cloned().unwrap_or_default();
-    let policies: Vec<_> = registry
-        .policies(tenant)
-        .into_iter()
-        .filter(|(_, p)| p.roles.is_empty() || p.roles.iter().any(|r| roles.contains(r)))
-        .collect();
-    let allows: Vec<&String> = policies.iter().flat_map(|(_, p)| &p.allow).collect();
-    registry
-        .tools_for(tenant)
-        .into_iter()
-        .filter(|(name, _)| !is_gateway_tool(name))
-        .filter(|(name, _)| {
-            !policies
-                .iter()
-                .any(|(_, p)| p.deny.iter().any(|d| tool_matches(d, name)))
-        })
-        .filter(|(name, _)| allows.is_empty() || allows.iter().any(|a| tool_matches(a, name)))
-        .map(|(name, spec)| (name.to_owned(), spec.clone()))
-        .collect()
-}
-
-/// The whole list an agent sees, as MCP tools, in name order.
-pub fn listing(registry: &Registry, principal: &str, tenant: Option<&str>) -> Vec<Tool> {
-    let mut tools: Vec<Tool> = tenant
-        .map(|tenant| {
-            visible_tools(registry, principal, tenant)
-                .into_iter()
-                .map(|(name, spec)| {
-                    let upstream = name.split_once('.').map_or(name.as_str(), |(u, _)| u);
-                    let trusted = registry
-                        .upstream(tenant, upstream)
-                        .is_some_and(|u| u.trusted || u.kind == UpstreamKind::Builtin);
-                    to_mcp(name, &spec, trusted)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    tools.extend(gateway_tools());
+    tools.extend(gateway_tools(&toolsets));
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     tools
 }

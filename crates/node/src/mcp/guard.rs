@@ -1,27 +1,22 @@
-//! What `/mcp` checks before the MCP layer sees a request: who is calling (401 with
-//! `WWW-Authenticate` otherwise, never a JSON-RPC answer), for which tenant, that the body is
+//! What `/mcp` checks before the MCP layer sees a request: who is calling (a bearer API key or
+//! JWT; 401 with `WWW-Authenticate` otherwise, never a JSON-RPC answer), for which tenant (its
+//! only agent tenant, or the one the `Gatehouse-Tenant` header names; 400 when that is unclear), that the body is
 //! no bigger than allowed (413), and that it is JSON-RPC at all (-32700 for bytes that are not
 //! JSON, -32600 for JSON that is not a JSON-RPC message, -32602 for a known method whose params
 //! do not fit). The caller goes into the request's extensions, where rmcp hands it to the
 //! handler inside `http::request::Parts`.
 
 use super::Front;
-use crate::auth::Caller;
+use crate::auth::{Caller, TENANT_HEADER, TenantChoice, agent_tenant};
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use gatehouse_registry::Registry;
-use gatehouse_registry::canonical::sha256_hex;
-use gatehouse_registry::resource::Role;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use serde_json::{Value, json};
-use std::sync::{Arc, PoisonError};
-
-/// The header an agent of several tenants names the one it acts for with.
-pub const TENANT_HEADER: &str = "gatehouse-tenant";
+use std::sync::Arc;
 
 /// The request methods of MCP, whose params rmcp parses.
 const MCP_METHODS: &[&str] = &[
@@ -54,38 +49,20 @@ pub struct Agent {
 
 pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    let caller = {
-        let registry = front
-            .pipeline
-            .cluster()
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        authenticate(&registry, &parts.headers)
-    };
-    let caller = match caller {
+    let caller = match front.pipeline.authenticate_http(&parts.headers) {
         Ok(caller) => caller,
-        Err(response) => return *response,
+        Err(e) => return e.into_http_response(),
     };
     let requested = parts
         .headers
         .get(TENANT_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
+        .and_then(|v| v.to_str().ok());
     let tenant = match agent_tenant(&caller, requested) {
-        Ok(tenant) => tenant,
-        Err(tenants) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "{} is an agent of several tenants ({}): name one in the Gatehouse-Tenant \
-                     header\n",
-                    caller.name,
-                    tenants.join(", ")
-                ),
-            )
-                .into_response();
+        Ok(tenant) => Some(tenant),
+        // It sees only the gateway's own tools, and its calls find no tool.
+        Err(TenantChoice::NoAgentRole { .. }) => None,
+        Err(choice @ (TenantChoice::Ambiguous { .. } | TenantChoice::NotAgentOf { .. })) => {
+            return (StatusCode::BAD_REQUEST, format!("{choice}\n")).into_response();
         }
     };
     parts.extensions.insert(Agent { caller, tenant });
@@ -122,64 +99,6 @@ pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
-}
-
-/// A bearer API key, looked up by its SHA-256 among the registry's principals.
-fn authenticate(registry: &Registry, headers: &HeaderMap) -> Result<Caller, Box<Response>> {
-    let key = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
-    let Some(key) = key else {
-        return Err(Box::new(unauthorized(
-            "Bearer realm=\"gatehouse\"",
-            "missing bearer credential",
-        )));
-    };
-    match registry.principal_by_key(&sha256_hex(key.as_bytes())) {
-        Some((name, spec)) => Ok(Caller {
-            name: name.to_owned(),
-            end_user: spec.user.clone(),
-            spec: spec.clone(),
-            credential: crate::auth::Credential::ApiKey,
-        }),
-        None => Err(Box::new(unauthorized(
-            "Bearer realm=\"gatehouse\", error=\"invalid_token\", \
-             error_description=\"unknown credential\"",
-            "unknown credential",
-        ))),
-    }
-}
-
-/// The tenant a request acts for: the one it names, else the caller's only agent tenant.
-/// `Err` lists the tenants to choose from when the caller is an agent of several.
-fn agent_tenant(caller: &Caller, requested: Option<&str>) -> Result<Option<String>, Vec<String>> {
-    if let Some(tenant) = requested {
-        return Ok(Some(tenant.to_owned()));
-    }
-    let tenants: Vec<String> = caller
-        .spec
-        .roles
-        .iter()
-        .filter(|(_, roles)| roles.contains(&Role::Agent))
-        .map(|(tenant, _)| tenant.clone())
-        .collect();
-    match tenants.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(one.clone())),
-        _ => Err(tenants),
-    }
-}
-
-fn unauthorized(challenge: &'static str, why: &str) -> Response {
-    let mut response = (StatusCode::UNAUTHORIZED, format!("{why}\n")).into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(challenge),
-    );
-    response
 }
 
 fn too_large(max: usize) -> Response {

@@ -5,22 +5,23 @@ use super::guard::Agent;
 use super::render::{self, META_IDEMPOTENCY_KEY};
 use super::tasks;
 use super::tools::{CALL_STATUS, LOAD_TOOLSET, MAX_STATUS_WAIT_MS};
-use super::{Front, audit, catalog, guide};
+use super::{Front, catalog, guide};
 use crate::pipeline::{CallInput, Envelope, ErrorCode, GatewayError};
+use gatehouse_audit::Kind;
 use gatehouse_registry::CallState;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, RequestMetaObject, Resource, ResourceContents,
-    ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
+    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 /// How long a call that needs no person (approved at once, but recorded because it carries an
@@ -138,29 +139,55 @@ impl Handler {
         }
     }
 
+    async fn load_toolset(&self, agent: &Agent, arguments: &Value) -> CallToolResult {
+        let Some(toolset) = arguments.get("toolset").and_then(Value::as_str) else {
+            let error = GatewayError::new(
+                ErrorCode::InvalidArguments,
+                "toolset is required",
+                "name one of the toolsets this tool's description lists",
+            );
+            return render::error_result(&error, None);
+        };
+        let Some(tenant) = agent.tenant.as_deref() else {
+            let error = GatewayError::not_found(format!("no toolset {toolset}"));
+            return render::error_result(&error, None);
+        };
+        let write = arguments
+            .get("include_write_tools")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        match self
+            .front
+            .pipeline
+            .load_toolset(&agent.caller, tenant, toolset, write)
+            .await
+        {
+            Ok(write) => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text(format!(
+                    "toolset {toolset} loaded{}; list the tools again to see them",
+                    if write { " with its write tools" } else { "" }
+                ))]);
+                result.structured_content =
+                    Some(json!({"toolset": toolset, "include_write_tools": write}));
+                result.meta = Some(render::bare_meta());
+                result
+            }
+            Err(error) => render::error_result(&error, None),
+        }
+    }
+
     /// Tells this session's client when the tools it sees change, until the session ends.
     fn watch_tool_list(&self, agent: Agent, peer: rmcp::Peer<RoleServer>) {
         if self.watching.swap(true, Ordering::SeqCst) {
             return;
         }
         let front = self.front.clone();
-        let listing = move || {
-            let registry = front
-                .pipeline
-                .cluster()
-                .registry
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            catalog::digest(&catalog::listing(
-                &registry,
-                &agent.caller.name,
-                agent.tenant.as_deref(),
-            ))
-        };
+        let listing = move || catalog::digest(&catalog::listing(&front.pipeline, &agent));
         let mut applied = self.front.pipeline.cluster().applied.clone();
         let stop = self.front.stop.clone();
+        // The list as the session starts, taken before anything it does can change it.
+        let mut seen = listing();
         tokio::spawn(async move {
-            let mut seen = listing();
             loop {
                 tokio::select! {
                     changed = applied.changed() => if changed.is_err() { return },
@@ -218,16 +245,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let agent = agent_of(&context.extensions)?;
-        let tools = {
-            let registry = self
-                .front
-                .pipeline
-                .cluster()
-                .registry
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            catalog::listing(&registry, &agent.caller.name, agent.tenant.as_deref())
-        };
+        let tools = catalog::listing(&self.front.pipeline, &agent);
         let cursor = request.and_then(|r| r.cursor);
         let (page, next) = catalog::page(tools, cursor.as_deref())
             .map_err(|()| McpError::invalid_params("unknown cursor", None))?;
@@ -251,12 +269,8 @@ impl ServerHandler for Handler {
                 Ok(self.call_status(&agent, &arguments).await.into())
             }
             LOAD_TOOLSET => {
-                let error = GatewayError::new(
-                    ErrorCode::NotFound,
-                    "this gateway has no toolsets configured",
-                    "every tool your tenant allows is listed already",
-                );
-                Ok(render::error_result(&error, None).into())
+                let arguments = Value::Object(request.arguments.unwrap_or_default());
+                Ok(self.load_toolset(&agent, &arguments).await.into())
             }
             _ => Ok(self
                 .call_upstream(&agent, request, &context.meta, tasks_declared)
@@ -308,7 +322,18 @@ impl ServerHandler for Handler {
     ) -> Result<GetPromptResponse, McpError> {
         let agent = agent_of(&context.extensions)?;
         let found = request.name == guide::PROMPT;
-        audit::context_pull(&agent, "prompts/get", &request.name, found);
+        let answer = if found {
+            Ok(guide::TEXT.as_bytes())
+        } else {
+            Err("not_found")
+        };
+        self.front.pipeline.record_pull(
+            &agent.caller,
+            agent.tenant.as_deref(),
+            Kind::PromptGet,
+            &request.name,
+            answer,
+        );
         if !found {
             return Err(McpError::invalid_params(
                 format!("unknown prompt {}", request.name),
@@ -368,7 +393,18 @@ impl ServerHandler for Handler {
         } else {
             Err(format!("no resource {uri}"))
         };
-        audit::context_pull(&agent, "resources/read", &uri, contents.is_ok());
+        let answer = match &contents {
+            Ok(ResourceContents::TextResourceContents { text, .. }) => Ok(text.as_bytes()),
+            Ok(_) => Ok(&[][..]),
+            Err(_) => Err("not_found"),
+        };
+        self.front.pipeline.record_pull(
+            &agent.caller,
+            agent.tenant.as_deref(),
+            Kind::ResourceRead,
+            &uri,
+            answer,
+        );
         match contents {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Err(message) => Err(McpError::resource_not_found(message, None)),

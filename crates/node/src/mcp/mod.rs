@@ -6,7 +6,6 @@
 //! MCP requests into calls of the shared [`Pipeline`] and its envelopes back into MCP results.
 //! Nothing here decides whether a call may run: that is the pipeline's and the registry's.
 
-mod audit;
 mod catalog;
 mod guard;
 mod guide;
@@ -15,7 +14,7 @@ mod render;
 mod tasks;
 mod tools;
 
-pub use guard::{Agent, TENANT_HEADER};
+pub use guard::Agent;
 pub use render::{
     META_CALL_ID, META_EFFECTIVE_MODE, META_IDEMPOTENCY_KEY, META_POLICY_DECISION, META_TRACE_ID,
 };

@@ -1,6 +1,7 @@
 //! The gateway's own tools, listed beside the upstreams' ones: `gatehouse.call_status` and
 //! `gatehouse.load_toolset`.
 
+use gatehouse_registry::ToolsetInfo;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::json;
 use std::sync::Arc;
@@ -16,7 +17,27 @@ pub fn is_gateway_tool(name: &str) -> bool {
     name.starts_with("gatehouse.")
 }
 
-pub fn gateway_tools() -> Vec<Tool> {
+/// The gateway's tools; `gatehouse.load_toolset` names the toolsets the agent may load.
+pub fn gateway_tools(toolsets: &[ToolsetInfo]) -> Vec<Tool> {
+    let listed = if toolsets.is_empty() {
+        "Your tenant has no toolsets for you.".to_owned()
+    } else {
+        let sets: Vec<String> = toolsets
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} ({} read, {} write)",
+                    t.name, t.read_tools, t.write_tools
+                )
+            })
+            .collect();
+        format!("Toolsets: {}.", sets.join(", "))
+    };
+    let load_description = format!(
+        "Adds a toolset of your tenant to the tools you see (kept for you across sessions). \
+         Write tools come along only with include_write_tools. The tool list changes \
+         afterwards: list the tools again. {listed}"
+    );
     vec![
         tool(
             CALL_STATUS,
@@ -38,9 +59,7 @@ pub fn gateway_tools() -> Vec<Tool> {
         ),
         tool(
             LOAD_TOOLSET,
-            "Adds a toolset of your tenant to the tools you see (kept for you across sessions). \
-             Write tools come along only with include_write_tools. The tool list changes \
-             afterwards: list the tools again.",
+            load_description,
             json!({
                 "type": "object",
                 "properties": {
@@ -57,7 +76,7 @@ pub fn gateway_tools() -> Vec<Tool> {
 
 fn tool(
     name: &'static str,
-    description: &'static str,
+    description: impl Into<String>,
     schema: serde_json::Value,
     read_only: bool,
 ) -> Tool {
@@ -70,5 +89,6 @@ fn tool(
     annotations.destructive_hint = Some(false);
     annotations.idempotent_hint = Some(true);
     annotations.open_world_hint = Some(false);
-    Tool::new(name, description, Arc::new(schema)).with_annotations(annotations)
+    Tool::new(name, Into::<String>::into(description), Arc::new(schema))
+        .with_annotations(annotations)
 }

@@ -168,6 +168,8 @@ impl TestCluster {
             start,
             raft: self.timings,
             actors: fast_actors(self.timings),
+            jwt: Vec::new(),
+            mcp: Default::default(),
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

@@ -47,6 +47,9 @@ pub struct Execution {
     pub skill_context: Option<String>,
     /// The end user the call is made for.
     pub end_user: Option<String>,
+    /// The call may run more than once with the same effect (the tool is idempotent or its
+    /// upstream dedupes by the idempotency key): the executor may retry a failed attempt.
+    pub retry_safe: bool,
 }
 
 /// What an upstream answered: the MCP `CallToolResult` as JSON text.

@@ -285,6 +285,7 @@ async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId
         idempotency_key: call.to_string(),
         skill_context: handle.skill_context(&spec.tool, spec.chain.end_user.as_deref()),
         end_user: spec.chain.end_user.clone(),
+        retry_safe: spec.retry_safe,
     };
     let outcome = outcome_of(shared.executor.execute(execution).await);
     report(shared, &call, &claim_id, outcome).await;

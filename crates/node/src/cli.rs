@@ -27,7 +27,7 @@ pub struct Remote {
         long,
         global = true,
         env = "GATEHOUSE_ADDR",
-        default_value = "127.0.0.1:7400"
+        default_value = "127.0.0.1:7401"
     )]
     pub addr: String,
     /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
@@ -44,10 +44,14 @@ pub enum Output {
     Json,
 }
 
+// Parsed once at start: the size of the serve flags costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node.
     Serve(ServeArgs),
+    /// A one-node dev cluster on 127.0.0.1 with tenant `demo`, built-in demo tools and skills.
+    Dev(cmd::dev::DevArgs),
     /// Membership and status of the cluster.
     Cluster {
         #[command(subcommand)]
@@ -90,6 +94,33 @@ pub enum Command {
     Approvals {
         #[command(subcommand)]
         command: cmd::approvals::ApprovalsCommand,
+    },
+    /// This node's audit log, read from its data directory: verify the hash chain, tail it.
+    Audit {
+        #[command(subcommand)]
+        command: cmd::audit::AuditCommand,
+    },
+    /// Turn another description of tools into resources to review and apply.
+    Import {
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// An OpenAPI 3.0/3.1 document (JSON or YAML): one Tool per operation of an HTTP upstream.
+    Openapi {
+        file: PathBuf,
+        /// The Upstream the tools call.
+        #[arg(long)]
+        upstream: String,
+        /// The tenant the tools belong to; shared when absent.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Where to write the YAML stream; standard output when absent.
+        #[arg(long, value_name = "OUT")]
+        output: Option<PathBuf>,
     },
 }
 
@@ -155,6 +186,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let remote = cli.remote;
     match cli.command {
         Command::Serve(args) => cmd::serve::run(args, remote.token),
+        Command::Dev(args) => cmd::dev::run(args),
         Command::Cluster { command } => cmd::remote(cmd::cluster::run(&remote, command)),
         Command::Apply { path } => cmd::remote(cmd::resources::apply(&remote, &path)),
         Command::Get(args) => cmd::remote(cmd::resources::get(&remote, args)),
@@ -177,5 +209,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keygen => cmd::keygen::run(),
         Command::Call(args) => cmd::remote(cmd::call::run(&remote, args)),
         Command::Approvals { command } => cmd::remote(cmd::approvals::run(&remote, command)),
+        Command::Import {
+            command:
+                ImportCommand::Openapi {
+                    file,
+                    upstream,
+                    tenant,
+                    output,
+                },
+        } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
+        Command::Audit { command } => cmd::audit::run(command, remote.output),
     }
 }

@@ -23,7 +23,7 @@ pub struct RawServeConfig {
     /// gRPC listen address (port 0: pick one on first start, and keep it after).
     #[arg(long)]
     pub grpc: Option<String>,
-    /// HTTP listen address for health and readiness.
+    /// HTTP listen address: health, readiness, and the MCP front at `/mcp`.
     #[arg(long)]
     pub http: Option<String>,
     /// Create a one-node cluster and write an admin API key to DATA_DIR/admin.key.
@@ -58,6 +58,146 @@ pub struct RawServeConfig {
     /// Finished calls and idempotency records are kept this long, then purged.
     #[arg(long)]
     pub call_retention_hours: Option<u64>,
+    /// The largest request body `/mcp` reads (default 1 MiB); a bigger one is answered 413.
+    #[arg(long)]
+    pub mcp_max_body_bytes: Option<usize>,
+    /// How long a `tools/call` that needs approval waits for it before answering
+    /// `approval_pending` (default 0, at most 10000).
+    #[arg(long)]
+    pub mcp_approval_wait_ms: Option<u64>,
+    /// Browser origins allowed to call `/mcp` (`https://app.example.com:443`,
+    /// `http://localhost:*`). A request with any other `Origin` header is refused with 403;
+    /// none is allowed by default. Requests without an `Origin` header are not browsers'.
+    #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
+    #[serde(default)]
+    pub mcp_allowed_origins: Vec<String>,
+    /// `Host` header values `/mcp` answers (`gatehouse.example.com`, `10.0.0.5:7400`), against
+    /// DNS rebinding. Default: the loopback names; `*` accepts any host.
+    #[arg(long = "mcp-allowed-host", value_name = "HOST")]
+    #[serde(default)]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
+    #[arg(skip)]
+    #[serde(default)]
+    pub jwt: Vec<JwtIssuerConfig>,
+}
+
+/// One trusted JWT issuer:
+///
+/// ```toml
+/// [[jwt]]
+/// issuer = "https://idp.example"      # the tokens' `iss`, exactly
+/// audience = "gatehouse"              # optional: when given, `aud` must name it
+/// algorithms = ["RS256"]              # HS256/384/512, RS*, PS*, ES256, ES384; never `none`
+/// public-key-file = "/etc/gatehouse/idp.pem"  # or hs256-secret-file, or jwks-file: one of them
+/// leeway-secs = 30                    # clock skew allowed on `exp` and `nbf`
+/// ```
+///
+/// A secret file holds the shared secret itself (a trailing newline is not part of it), at least
+/// 32 bytes. A public key file is PEM, RSA or EC. A JWKS file is re-read when its modification
+/// time changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct JwtIssuerConfig {
+    pub issuer: String,
+    #[serde(default)]
+    pub audience: Option<String>,
+    pub algorithms: Vec<String>,
+    #[serde(default)]
+    pub hs256_secret_file: Option<PathBuf>,
+    #[serde(default)]
+    pub public_key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    #[serde(default = "default_leeway_secs")]
+    pub leeway_secs: u64,
+}
+
+fn default_leeway_secs() -> u64 {
+    30
+}
+
+/// Where an issuer's verification keys come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwtKeySource<'a> {
+    Hs256Secret(&'a Path),
+    PublicKey(&'a Path),
+    Jwks(&'a Path),
+}
+
+impl JwtIssuerConfig {
+    /// The key source, when exactly one is given.
+    pub fn key_source(&self) -> Option<JwtKeySource<'_>> {
+        match (
+            &self.hs256_secret_file,
+            &self.public_key_file,
+            &self.jwks_file,
+        ) {
+            (Some(p), None, None) => Some(JwtKeySource::Hs256Secret(p)),
+            (None, Some(p), None) => Some(JwtKeySource::PublicKey(p)),
+            (None, None, Some(p)) => Some(JwtKeySource::Jwks(p)),
+            _ => None,
+        }
+    }
+
+    /// The configured algorithms, or what is wrong with them: an unknown name, `none`, or an
+    /// algorithm the key source cannot verify (HMAC only with a secret, never with a public key).
+    pub fn parsed_algorithms(&self) -> Result<Vec<jsonwebtoken::Algorithm>, String> {
+        use jsonwebtoken::{Algorithm, AlgorithmFamily};
+        if self.algorithms.is_empty() {
+            return Err("name at least one algorithm".to_owned());
+        }
+        let source = self.key_source();
+        let mut parsed = Vec::with_capacity(self.algorithms.len());
+        for name in &self.algorithms {
+            if name.eq_ignore_ascii_case("none") {
+                return Err("\"none\" is never accepted: tokens must be signed".to_owned());
+            }
+            let alg: Algorithm = name.parse().map_err(|_| {
+                format!("{name:?} is not a JWS algorithm (e.g. RS256, ES256, HS256)")
+            })?;
+            let hmac = alg.family() == AlgorithmFamily::Hmac;
+            match source {
+                Some(JwtKeySource::Hs256Secret(_)) if !hmac => {
+                    return Err(format!(
+                        "{name} needs a public key, but hs256-secret-file gives a shared secret"
+                    ));
+                }
+                Some(JwtKeySource::PublicKey(_) | JwtKeySource::Jwks(_)) if hmac => {
+                    return Err(format!(
+                        "{name} is a shared-secret algorithm: never verified with a public key"
+                    ));
+                }
+                _ if alg.family() == AlgorithmFamily::Ed => {
+                    return Err(format!("{name} is not supported"));
+                }
+                _ => {}
+            }
+            parsed.push(alg);
+        }
+        Ok(parsed)
+    }
+
+    /// Every problem with this issuer, each prefixed with `jwt[index]`.
+    pub fn problems(&self, index: usize) -> Vec<String> {
+        let mut problems = Vec::new();
+        let at = format!("jwt[{index}]");
+        if self.issuer.trim().is_empty() {
+            problems.push(format!("{at}.issuer: required"));
+        }
+        if self.audience.as_ref().is_some_and(|a| a.trim().is_empty()) {
+            problems.push(format!("{at}.audience: must not be empty when given"));
+        }
+        if self.key_source().is_none() {
+            problems.push(format!(
+                "{at}: give exactly one of hs256-secret-file, public-key-file, jwks-file"
+            ));
+        }
+        if let Err(e) = self.parsed_algorithms() {
+            problems.push(format!("{at}.algorithms: {e}"));
+        }
+        problems
+    }
 }
 
 impl RawServeConfig {
@@ -88,6 +228,23 @@ impl RawServeConfig {
                 .or(file.home_unreachable_after_ms),
             passivate_after_secs: self.passivate_after_secs.or(file.passivate_after_secs),
             call_retention_hours: self.call_retention_hours.or(file.call_retention_hours),
+            jwt: if self.jwt.is_empty() {
+                file.jwt
+            } else {
+                self.jwt
+            },
+            mcp_max_body_bytes: self.mcp_max_body_bytes.or(file.mcp_max_body_bytes),
+            mcp_approval_wait_ms: self.mcp_approval_wait_ms.or(file.mcp_approval_wait_ms),
+            mcp_allowed_origins: if self.mcp_allowed_origins.is_empty() {
+                file.mcp_allowed_origins
+            } else {
+                self.mcp_allowed_origins
+            },
+            mcp_allowed_hosts: if self.mcp_allowed_hosts.is_empty() {
+                file.mcp_allowed_hosts
+            } else {
+                self.mcp_allowed_hosts
+            },
         }
     }
 
@@ -188,6 +345,36 @@ impl RawServeConfig {
             Some(h) => actors.retention = Duration::from_secs(h * 3600),
             None => {}
         }
+        for (i, issuer) in self.jwt.iter().enumerate() {
+            problems.extend(issuer.problems(i));
+            if self.jwt[..i]
+                .iter()
+                .any(|earlier| earlier.issuer == issuer.issuer)
+            {
+                problems.push(format!(
+                    "jwt[{i}].issuer: {:?} is configured twice",
+                    issuer.issuer
+                ));
+            }
+        }
+        let mut mcp = McpSettings::default();
+        match self.mcp_max_body_bytes {
+            Some(0) => problems.push("mcp-max-body-bytes: must be above 0".to_owned()),
+            Some(bytes) => mcp.max_body_bytes = bytes,
+            None => {}
+        }
+        match self.mcp_approval_wait_ms {
+            Some(ms) if ms > MAX_APPROVAL_WAIT.as_millis() as u64 => problems.push(format!(
+                "mcp-approval-wait-ms: at most {} (a client's request must not hang)",
+                MAX_APPROVAL_WAIT.as_millis()
+            )),
+            Some(ms) => mcp.approval_wait = Duration::from_millis(ms),
+            None => {}
+        }
+        mcp.allowed_origins = self.mcp_allowed_origins;
+        if !self.mcp_allowed_hosts.is_empty() {
+            mcp.allowed_hosts = self.mcp_allowed_hosts;
+        }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -199,6 +386,8 @@ impl RawServeConfig {
             start,
             raft,
             actors,
+            jwt: self.jwt,
+            mcp,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -257,6 +446,32 @@ impl Default for RaftTimings {
     }
 }
 
+/// The longest `mcp-approval-wait-ms` may be.
+pub const MAX_APPROVAL_WAIT: Duration = Duration::from_secs(10);
+
+/// The MCP front's settings (`/mcp` on the HTTP listener).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpSettings {
+    pub max_body_bytes: usize,
+    /// How long a call that needs approval is waited for before `approval_pending`.
+    pub approval_wait: Duration,
+    /// Browser origins allowed; empty refuses every request that carries an `Origin`.
+    pub allowed_origins: Vec<String>,
+    /// Accepted `Host` values; `*` accepts any.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            max_body_bytes: 1024 * 1024,
+            approval_wait: Duration::ZERO,
+            allowed_origins: Vec::new(),
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct ServeConfig {
     pub node_id: u64,
@@ -266,6 +481,9 @@ pub struct ServeConfig {
     pub start: Start,
     pub raft: RaftTimings,
     pub actors: ActorSettings,
+    /// Trusted JWT issuers, for the HTTP fronts.
+    pub jwt: Vec<JwtIssuerConfig>,
+    pub mcp: McpSettings,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -280,6 +498,8 @@ impl fmt::Debug for ServeConfig {
             .field("start", &self.start)
             .field("raft", &self.raft)
             .field("actors", &self.actors)
+            .field("jwt", &self.jwt)
+            .field("mcp", &self.mcp)
             .finish_non_exhaustive()
     }
 }
@@ -338,6 +558,37 @@ mod tests {
     }
 
     #[test]
+    fn mcp_settings_are_bounded_and_default_to_no_browser_origin() {
+        let base = RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/tmp/x".into()),
+            ..Default::default()
+        };
+        let config = base.clone().validate(None).unwrap();
+        assert_eq!(config.mcp, McpSettings::default());
+        assert!(config.mcp.allowed_origins.is_empty());
+        assert_eq!(config.mcp.max_body_bytes, 1024 * 1024);
+        assert_eq!(config.mcp.approval_wait, Duration::ZERO);
+
+        let too_long = RawServeConfig {
+            mcp_approval_wait_ms: Some(10_001),
+            mcp_max_body_bytes: Some(0),
+            ..base.clone()
+        };
+        let errors = too_long.validate(None).unwrap_err().0;
+        assert!(errors.iter().any(|e| e.starts_with("mcp-approval-wait-ms")));
+        assert!(errors.iter().any(|e| e.starts_with("mcp-max-body-bytes")));
+
+        let file: RawServeConfig = toml::from_str(
+            "mcp-approval-wait-ms = 2000\nmcp-allowed-origins = [\"https://app.example:443\"]\n",
+        )
+        .unwrap();
+        let config = RawServeConfig { ..base }.over(file).validate(None).unwrap();
+        assert_eq!(config.mcp.approval_wait, Duration::from_millis(2000));
+        assert_eq!(config.mcp.allowed_origins, ["https://app.example:443"]);
+    }
+
+    #[test]
     fn joining_needs_a_token() {
         let raw = RawServeConfig {
             node_id: Some(2),
@@ -348,5 +599,70 @@ mod tests {
         assert!(raw.clone().validate(None).is_err());
         let config = raw.validate(Some("k".into())).unwrap();
         assert!(matches!(config.start, Start::Join { ref token, .. } if token == "k"));
+    }
+
+    #[test]
+    fn jwt_issuers_are_read_from_the_file_with_their_defaults() {
+        let file: RawServeConfig = toml::from_str(
+            "node-id = 1\ndata-dir = \"/d\"\n\n[[jwt]]\nissuer = \"https://idp.example\"\n\
+             audience = \"gatehouse\"\nalgorithms = [\"RS256\"]\n\
+             jwks-file = \"/etc/idp.jwks.json\"\n",
+        )
+        .unwrap();
+        let config = RawServeConfig::default().over(file).validate(None).unwrap();
+        assert_eq!(config.jwt.len(), 1);
+        let issuer = &config.jwt[0];
+        assert_eq!(issuer.audience.as_deref(), Some("gatehouse"));
+        assert_eq!(issuer.leeway_secs, 30);
+        assert_eq!(
+            issuer.key_source(),
+            Some(JwtKeySource::Jwks(Path::new("/etc/idp.jwks.json")))
+        );
+    }
+
+    #[test]
+    fn jwt_issuers_with_confusable_or_missing_keys_are_refused() {
+        let issuer = |algorithms: &[&str], secret: bool, public: bool| JwtIssuerConfig {
+            issuer: "https://idp.example".into(),
+            algorithms: algorithms.iter().map(|a| a.to_string()).collect(),
+            hs256_secret_file: secret.then(|| "/s".into()),
+            public_key_file: public.then(|| "/p.pem".into()),
+            ..Default::default()
+        };
+        let raw = RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/d".into()),
+            jwt: vec![
+                issuer(&["RS256", "HS256"], false, true),
+                issuer(&["none"], true, false),
+                issuer(&["RS256"], true, false),
+                issuer(&["RS256"], true, true),
+                issuer(&["XY999"], false, true),
+            ],
+            ..Default::default()
+        };
+        let errors = raw.validate(None).unwrap_err().0;
+        let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
+        assert!(
+            has("jwt[0].algorithms: HS256 is a shared-secret algorithm"),
+            "{errors:?}"
+        );
+        assert!(
+            has("jwt[1].algorithms: \"none\" is never accepted"),
+            "{errors:?}"
+        );
+        assert!(
+            has("jwt[2].algorithms: RS256 needs a public key"),
+            "{errors:?}"
+        );
+        assert!(has("jwt[3]: give exactly one of"), "{errors:?}");
+        assert!(
+            has("jwt[4].algorithms: \"XY999\" is not a JWS algorithm"),
+            "{errors:?}"
+        );
+        assert!(
+            has("jwt[1].issuer: \"https://idp.example\" is configured twice"),
+            "{errors:?}"
+        );
     }
 }

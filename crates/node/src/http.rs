@@ -1,14 +1,25 @@
-//! The node's HTTP listener: liveness and readiness for load balancers and supervisors.
+//! The node's HTTP listener: liveness and readiness for load balancers and supervisors, and the
+//! MCP front at `/mcp` (see `crate::mcp`).
 
+use crate::config::McpSettings;
+use crate::pipeline::Pipeline;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use gatehouse_actors::Health;
 use gatehouse_raft_store::Raft;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
-pub fn router(raft: Raft, health: watch::Receiver<Health>) -> Router {
-    Router::new()
+/// `stop` ends the MCP front's sessions and streams when the node stops.
+pub fn router(
+    raft: Raft,
+    health: watch::Receiver<Health>,
+    pipeline: Pipeline,
+    mcp: McpSettings,
+    stop: CancellationToken,
+) -> Router {
+    crate::mcp::router(pipeline, mcp, stop)
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",

@@ -7,14 +7,17 @@
 
 mod actor_port;
 pub mod auth;
+pub mod budget;
 pub mod cli;
 pub mod cluster;
 pub mod cmd;
 pub mod config;
+pub mod discovery;
 pub mod executor;
 pub mod feed;
 pub mod files;
 pub mod http;
+pub mod mcp;
 pub mod net;
 pub mod node_files;
 pub mod pipeline;

@@ -9,6 +9,9 @@ use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// The audit log's directory inside a data directory.
+pub const AUDIT_DIR: &str = "audit";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     pub node_id: u64,
@@ -31,6 +34,11 @@ impl NodeFiles {
 
     pub fn raft_dir(&self) -> PathBuf {
         self.dir.join("raft")
+    }
+
+    /// The node's audit log (see `gatehouse-audit`).
+    pub fn audit_dir(&self) -> PathBuf {
+        self.dir.join(AUDIT_DIR)
     }
 
     pub fn admin_key_path(&self) -> PathBuf {
@@ -70,7 +78,7 @@ fn read_optional(path: &Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Written to a temporary file, synced, then renamed: a crash leaves the old file or the new.
-fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+pub fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = std::fs::OpenOptions::new()
         .create(true)

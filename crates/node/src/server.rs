@@ -1,6 +1,7 @@
 //! Starting and stopping a node: the store, Raft, the gRPC and HTTP listeners, and the first
 //! step into a cluster (bootstrap a new one, join an existing one, or carry on from disk).
 
+use crate::auth::Authenticator;
 use crate::cluster::Cluster;
 use crate::config::{ServeConfig, Start};
 use crate::executor::NodeExecutor;
@@ -8,9 +9,11 @@ use crate::feed::CallFeed;
 use crate::net::{NetworkFactory, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
+use crate::pipeline::audit::Audited;
 use crate::services;
 use anyhow::{Context, bail};
-use gatehouse_actors::{Actors, Executor, Health};
+use gatehouse_actors::{Actors, Executor};
+use gatehouse_audit::AuditLog;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalServiceServer;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -30,6 +33,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Raft and registry messages (snapshot chunks, big apply batches) are larger than tonic's 4 MiB
 /// default.
@@ -48,6 +52,8 @@ pub struct NodeHandle {
     pub admin_key: Option<String>,
     /// The supervision tree: tenant actors, their queues, placement.
     pub actors: Actors,
+    /// This node's audit log: closed (flushed) last on shutdown.
+    pub audit: AuditLog,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -77,6 +83,7 @@ impl NodeHandle {
         for task in self.tasks {
             let _ = task.await;
         }
+        self.audit.close().await;
     }
 }
 
@@ -111,6 +118,8 @@ async fn bind(wanted: SocketAddr, recorded: Option<SocketAddr>) -> anyhow::Resul
 }
 
 pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
+    // Key files are read now, so a bad one stops the start before anything is opened.
+    let authenticator = Authenticator::new(&config.jwt)?;
     let files = NodeFiles::new(&config.data_dir)?;
     let known = files.identity()?;
     if let Some(known) = &known
@@ -140,6 +149,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let applied = state_machine.applied_watch();
     let call_events = state_machine.subscribe();
     let actor_events = state_machine.subscribe();
+    let discovery_events = state_machine.subscribe();
     let network = NetworkFactory::new(config.node_id, peers.clone(), config.filter.clone());
     let raft = Raft::new(
         config.node_id,
@@ -159,18 +169,33 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .with_batching();
 
-    let executor: Arc<dyn Executor> = Arc::new(NodeExecutor::new(cluster.registry.clone()));
+    let executor: Arc<dyn Executor> = Arc::new(
+        NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin")),
+    );
+    let audit = AuditLog::open(&files.audit_dir(), config.node_id)
+        .with_context(|| format!("opening the audit log in {}", files.audit_dir().display()))?;
     let actors = Actors::start(
         config.actors.clone(),
         cluster.registry.clone(),
         actor_events,
         Arc::new(cluster.clone()),
-        executor.clone(),
+        Arc::new(Audited::new(
+            executor.clone(),
+            cluster.registry.clone(),
+            audit.clone(),
+        )),
     )
     .await?;
 
-    let pipeline = Pipeline::new(cluster.clone(), actors.clone(), executor);
+    let pipeline = Pipeline::new(
+        cluster.clone(),
+        actors.clone(),
+        executor,
+        authenticator,
+        audit.clone(),
+    );
     let (stop, stopped) = watch::channel(false);
+    let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
     let tasks = vec![
         serve_grpc(
@@ -183,7 +208,24 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             &config,
             stopped.clone(),
         ),
-        serve_http(http_listener, raft.clone(), actors.health(), stopped),
+        serve_http(
+            http_listener,
+            crate::http::router(
+                raft.clone(),
+                actors.health(),
+                pipeline,
+                config.mcp.clone(),
+                mcp_stop.clone(),
+            ),
+            mcp_stop,
+            stopped.clone(),
+        ),
+        crate::discovery::spawn_discovery(
+            cluster.clone(),
+            discovery_events,
+            Arc::new(crate::executor::ProcessEnv),
+            stopped,
+        ),
     ];
 
     let admin_key = match (&config.start, joined) {
@@ -210,6 +252,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         cluster,
         admin_key,
         actors,
+        audit,
         stop,
         tasks,
     })
@@ -239,15 +282,22 @@ fn serve_grpc(
             .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(
-            RegistryServiceServer::new(services::registry::Registry::new(cluster.clone()))
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE),
+            RegistryServiceServer::new(services::registry::Registry::new(
+                cluster.clone(),
+                front.pipeline.audit_log().clone(),
+            ))
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServiceServer::new(
             services::cluster::Membership::new(cluster.clone(), reachable_window),
         ))
         .add_service(ApprovalServiceServer::new(
-            services::approval::Approvals::new(cluster.clone(), front.feed),
+            services::approval::Approvals::new(
+                cluster.clone(),
+                front.feed,
+                front.pipeline.audit_log().clone(),
+            ),
         ))
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
             front.pipeline,
@@ -269,17 +319,20 @@ fn serve_grpc(
     })
 }
 
+/// Serves `router`; on stop, ends the MCP front's sessions first (their event streams would
+/// otherwise hold the graceful shutdown open).
 fn serve_http(
     listener: TcpListener,
-    raft: Raft,
-    health: watch::Receiver<Health>,
+    router: axum::Router,
+    mcp_stop: CancellationToken,
     mut stopped: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
+            mcp_stop.cancel();
         };
-        if let Err(e) = axum::serve(listener, crate::http::router(raft, health))
+        if let Err(e) = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await
         {

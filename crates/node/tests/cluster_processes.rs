@@ -257,40 +257,93 @@ fn a_wrong_key_is_refused_and_a_missing_key_is_explained() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no API key"));
 }
 
-/// The README's demo, through the real binary: a read-only call runs at once; a destructive
-/// one waits, its own agent cannot approve it, the demo approver can, and `call --wait` sees it
-/// succeed.
+/// A `gatehouse dev` process, killed when dropped, with the addresses it printed.
+struct Dev {
+    child: Child,
+    grpc: String,
+    credentials: Value,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dev(dir: &Path) -> Dev {
+    let log = std::fs::File::create(dir.join("dev.log")).expect("a log file");
+    let mut child = Command::new(BIN)
+        .args(["dev", "--data-dir", dir.join("data").to_str().unwrap()])
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("gatehouse dev starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut grpc = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap_or_default();
+        if let Some(addr) = line.trim().strip_prefix("gRPC") {
+            grpc = Some(addr.trim().to_owned());
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    let grpc = grpc.unwrap_or_else(|| {
+        let log = std::fs::read_to_string(dir.join("dev.log")).unwrap_or_default();
+        panic!("gatehouse dev named no gRPC address; its log:\n{log}")
+    });
+    let credentials =
+        serde_json::from_slice(&std::fs::read(dir.join("data/credentials.json")).unwrap())
+            .expect("credentials.json is JSON");
+    Dev {
+        child,
+        grpc,
+        credentials,
+    }
+}
+
+/// The README's quickstart, through the real binary: `gatehouse dev` writes three keys; a
+/// read-only call runs at once with the demo skills; a transfer waits, its own agent cannot
+/// approve it, the approver can, `call --wait` sees it succeed, and the ledger outside the
+/// registry shows it ran once. A restart resumes with the same keys and tenant.
 #[test]
-fn the_demo_walks_a_destructive_call_through_approval() {
-    const AGENT: &str = "dev-agent-key-not-for-production";
-    const APPROVER: &str = "dev-approver-key-not-for-production";
+fn the_dev_cluster_walks_a_destructive_call_through_approval() {
     let dir = tempfile::tempdir().unwrap();
-    let node = serve(1, dir.path(), &["--bootstrap"], None);
-    let admin = std::fs::read_to_string(dir.path().join("node-1/admin.key")).unwrap();
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo");
-    ok(cli(&node.grpc, admin.trim(), &["apply", "-f", demo]));
+    let node = dev(dir.path());
+    let key = |who: &str| node.credentials[who].as_str().unwrap().to_owned();
+    let (agent, approver) = (key("agent"), key("approver"));
+    assert!(key("admin").starts_with("gate_"));
 
     let echoed = ok(cli(
         &node.grpc,
-        AGENT,
+        &agent,
         &[
             "call",
-            "tools.echo",
+            "demo.echo",
             "--tenant",
             "demo",
             "--args",
-            r#"{"hi":1}"#,
+            r#"{"text":"hi"}"#,
         ],
     ));
+    assert!(echoed.contains("succeeded"), "{echoed}");
     assert!(
-        echoed.contains("succeeded") && echoed.contains(r#"\"hi\":1"#),
-        "{echoed}"
+        echoed.contains("Dana prefers short answers."),
+        "the user's skill: {echoed}"
     );
 
     let waiting = Command::new(BIN)
-        .args(["--addr", &node.grpc, "--token", AGENT])
-        .args(["call", "ops.echo", "--tenant", "demo"])
-        .args(["--args", r#"{"drop":"staging"}"#, "--wait", "60"])
+        .args(["--addr", &node.grpc, "--token", &agent])
+        .args(["call", "demo.transfer", "--tenant", "demo"])
+        .args([
+            "--args",
+            r#"{"from":"alice","to":"bob","amount":25}"#,
+            "--wait",
+            "60",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -299,7 +352,7 @@ fn the_demo_walks_a_destructive_call_through_approval() {
     let id = loop {
         let listed = ok(cli(
             &node.grpc,
-            APPROVER,
+            &approver,
             &["approvals", "list", "--tenant", "demo"],
         ));
         if let Some(id) = listed.split_whitespace().find(|w| w.starts_with("call_")) {
@@ -308,10 +361,12 @@ fn the_demo_walks_a_destructive_call_through_approval() {
         assert!(Instant::now() < deadline, "no pending call listed");
         std::thread::park_timeout(Duration::from_millis(100));
     };
+    let ledger_path = dir.path().join("data/builtin/demo-ledger.json");
+    assert!(!ledger_path.exists(), "the transfer ran before approval");
 
     let own = cli(
         &node.grpc,
-        AGENT,
+        &agent,
         &["approvals", "approve", &id, "--reason", "mine"],
     );
     assert!(!own.status.success(), "the call's own agent approved it");
@@ -319,11 +374,80 @@ fn the_demo_walks_a_destructive_call_through_approval() {
 
     ok(cli(
         &node.grpc,
-        APPROVER,
+        &approver,
         &["approvals", "approve", &id, "--reason", "checked"],
     ));
-    let done = waiting.wait_with_output().expect("call --wait ends");
-    let out = ok(done);
+    let out = ok(waiting.wait_with_output().expect("call --wait ends"));
     assert!(out.contains(&id) && out.contains("succeeded"), "{out}");
-    assert!(out.contains("staging"), "the result is printed: {out}");
+    let ledger: Value = serde_json::from_slice(&std::fs::read(&ledger_path).unwrap()).unwrap();
+    assert_eq!(ledger["balances"]["alice"], 975);
+    assert_eq!(ledger["balances"]["bob"], 1025);
+    let runs: Vec<&Value> = ledger["transfers"].as_array().unwrap().iter().collect();
+    assert_eq!(runs.len(), 1, "one execution: {ledger}");
+    assert_eq!(runs[0]["call_id"], id.as_str());
+
+    // The audit log tells the same story, hash-chained: the read-only call, the proposal, the
+    // approval, and the execution on the home.
+    let data = dir.path().join("data");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let tail = Command::new(BIN)
+            .args(["audit", "tail", "--json", "-n", "100", "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let records: Vec<Value> = ok(tail)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let found = |kind: &str, decision: Option<&str>, outcome: &str| {
+            records.iter().any(|r| {
+                r["kind"] == kind
+                    && decision.is_none_or(|d| r["decision"] == d)
+                    && r["outcome"].as_str().unwrap_or("").starts_with(outcome)
+            })
+        };
+        if found("tool_call", None, "succeeded")
+            && found("tool_call", None, "pending")
+            && found("approval", Some("approve"), "approved")
+            && found("tool_call", Some("execute"), "succeeded")
+        {
+            break records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "audit records missing: {records:#?}"
+        );
+        std::thread::park_timeout(Duration::from_millis(100));
+    };
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["call_id"] == id.as_str())
+            .all(|r| r["trace_id"] == id.trim_start_matches("call_")),
+        "every record of the call names its trace"
+    );
+    let verified = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(ok(verified).contains("audit log intact"));
+
+    drop(node);
+    let again = dev(dir.path());
+    assert_eq!(again.credentials["agent"], agent.as_str());
+    let echoed = ok(cli(
+        &again.grpc,
+        &agent,
+        &[
+            "call",
+            "demo.echo",
+            "--tenant",
+            "demo",
+            "--args",
+            r#"{"text":"back"}"#,
+        ],
+    ));
+    assert!(echoed.contains("succeeded"), "{echoed}");
 }

@@ -55,6 +55,7 @@ fn touched_calls(registry: &Registry, result: &ApplyResult, into: &mut Vec<Call>
             | Response::Placed { .. }
             | Response::Purged { .. }
             | Response::Admitted { .. }
+            | Response::ToolsetLoaded { .. }
             | Response::Nothing,
         )
         | Err(_) => {}

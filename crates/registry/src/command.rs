@@ -97,6 +97,14 @@ pub enum Command {
         node: NodeId,
         addr: String,
     },
+    /// Widen what a principal sees in `tools/list` by a toolset of the tenant: its read-only
+    /// tools, and its other tools too when `include_write_tools`. Loading never narrows.
+    LoadToolset {
+        tenant: String,
+        principal: String,
+        toolset: String,
+        include_write_tools: bool,
+    },
     /// Several independent proposals in one log entry, applied in order, each answered on its
     /// own (one refused does not refuse the others). How a busy node commits many writes with
     /// one Raft round and one disk sync.
@@ -132,6 +140,10 @@ pub enum Response {
     },
     Admitted {
         node: NodeId,
+    },
+    ToolsetLoaded {
+        toolset: String,
+        include_write_tools: bool,
     },
     /// What a Raft entry that carries no command (a blank or a membership change) answers.
     Nothing,
@@ -207,7 +219,8 @@ impl Command {
             | Command::Place { .. }
             | Command::Handover { .. }
             | Command::Purge { .. }
-            | Command::AdmitNode { .. } => Ok(()),
+            | Command::AdmitNode { .. }
+            | Command::LoadToolset { .. } => Ok(()),
             Command::Batch { proposals } => {
                 if proposals.is_empty() {
                     return Err(ApplyError::Refused {

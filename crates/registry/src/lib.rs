@@ -26,5 +26,5 @@ pub use call::{Call, CallId, CallState, NewCall, Outcome, Timestamp};
 pub use command::{Command, Proposal, Response};
 pub use error::ApplyError;
 pub use mode::{ApprovalMode, CapabilityClass};
-pub use registry::Registry;
+pub use registry::{Registry, ToolsetInfo};
 pub use resource::{Kind, Resource, ResourceKey};

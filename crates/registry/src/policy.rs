@@ -75,33 +75,43 @@ pub enum Refusal {
     ReadOnlyIntent { tool: String },
 }
 
-pub fn decide(input: &PolicyInput<'_>) -> Result<Decision, Refusal> {
-    let mut policies: Vec<&(&str, &PolicySpec)> = input
-        .policies
+/// The tenant's policies that apply to a caller holding `roles`, by name.
+pub fn applicable<'a>(
+    policies: &'a [(&'a str, &'a PolicySpec)],
+    roles: &[Role],
+) -> Vec<&'a (&'a str, &'a PolicySpec)> {
+    let mut policies: Vec<&(&str, &PolicySpec)> = policies
         .iter()
-        .filter(|(_, p)| p.roles.is_empty() || p.roles.iter().any(|r| input.roles.contains(r)))
+        .filter(|(_, p)| p.roles.is_empty() || p.roles.iter().any(|r| roles.contains(r)))
         .collect();
     policies.sort_by_key(|(name, _)| *name);
+    policies
+}
 
-    for (name, policy) in &policies {
-        if let Some(pattern) = policy
-            .deny
-            .iter()
-            .find(|p| tool_matches(p, input.tool_name))
-        {
+/// Whether the applicable policies let the tool be called at all: a deny anywhere wins; allow
+/// lists, where there are any, must name it.
+pub fn permitted(policies: &[&(&str, &PolicySpec)], tool_name: &str) -> Result<(), Refusal> {
+    for (name, policy) in policies {
+        if let Some(pattern) = policy.deny.iter().find(|p| tool_matches(p, tool_name)) {
             return Err(Refusal::Denied {
-                tool: input.tool_name.to_owned(),
+                tool: tool_name.to_owned(),
                 policy: (*name).to_owned(),
                 pattern: pattern.clone(),
             });
         }
     }
     let allow_lists: Vec<&String> = policies.iter().flat_map(|(_, p)| &p.allow).collect();
-    if !allow_lists.is_empty() && !allow_lists.iter().any(|p| tool_matches(p, input.tool_name)) {
+    if !allow_lists.is_empty() && !allow_lists.iter().any(|p| tool_matches(p, tool_name)) {
         return Err(Refusal::NotAllowed {
-            tool: input.tool_name.to_owned(),
+            tool: tool_name.to_owned(),
         });
     }
+    Ok(())
+}
+
+pub fn decide(input: &PolicyInput<'_>) -> Result<Decision, Refusal> {
+    let policies = applicable(input.policies, input.roles);
+    permitted(&policies, input.tool_name)?;
 
     let (declared, declared_source) = input.tool.declared_mode(input.upstream_trusted);
     let mut effective = declared;

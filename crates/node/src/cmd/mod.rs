@@ -1,9 +1,12 @@
 //! One module per command.
 
 pub mod approvals;
+pub mod audit;
 pub mod call;
 pub mod client;
 pub mod cluster;
+pub mod dev;
+pub mod import;
 pub mod keygen;
 pub mod resources;
 pub mod serve;

@@ -6,7 +6,7 @@ use crate::server;
 use std::process::ExitCode;
 
 /// How long a stopping node waits for its tasks before it exits regardless.
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     let file = match &args.config {
@@ -14,13 +14,7 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
         None => RawServeConfig::default(),
     };
     let config = args.raw.over(file).validate(token)?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -52,7 +46,18 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+/// Logs to stderr, `RUST_LOG` over a default that keeps openraft's chatter out.
+pub(crate) fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,
@@ -62,7 +67,7 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 }
 
 /// A line on stdout. A supervisor that closed the pipe must not bring the node down.
-fn say(line: std::fmt::Arguments<'_>) {
+pub(crate) fn say(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());

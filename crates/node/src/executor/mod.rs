@@ -1,19 +1,27 @@
 //! Reaching upstreams: the node's `Executor`. It finds the tool's upstream in this node's copy of
-//! the registry (the tenant's own first, then a shared one) and invokes it once per `execute`,
-//! by kind: built-in tools here in the process, HTTP/JSON services with a POST.
+//! the registry (the tenant's own first, then a shared one) and invokes it, by kind: built-in
+//! tools here in the process, HTTP/JSON services by the tool's binding, MCP servers over
+//! streamable HTTP with a session kept per upstream. Every attempt goes through the upstream's
+//! circuit breaker, and a retry-safe call is tried again after a transient failure.
 //!
 //! Whether a call may run at all is decided before it gets here (the pipeline, the approval
 //! queue's claim); this module only moves the bytes. Credentials are read on each call from this
 //! node's environment or files, sent as a bearer token, and never logged.
 
-mod builtin;
+pub mod builtin;
 mod http;
+pub(crate) mod mcp;
+mod resilience;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use gatehouse_actors::{ExecError, Execution, Executor, ToolOutput};
 use gatehouse_raft_store::SharedRegistry;
-use gatehouse_registry::resource::{CredentialRef, UpstreamKind};
+use gatehouse_registry::call::CallId;
+use gatehouse_registry::resource::{
+    CredentialRef, HttpBinding, Kind, Resource, ResourceKey, UpstreamKind, UpstreamSpec,
+};
+use resilience::{Breakers, Plan};
 use serde_json::Value;
 use std::sync::{Arc, PoisonError};
 
@@ -41,12 +49,17 @@ impl<S: std::hash::BuildHasher + Send + Sync + 'static> EnvSource
     }
 }
 
-/// The node's executor. Cheap to clone; clones share one HTTP connection pool.
+/// The node's executor. Cheap to clone; clones share one HTTP connection pool, the MCP
+/// sessions and the circuit breakers.
 #[derive(Clone)]
 pub struct NodeExecutor {
     registry: SharedRegistry,
     env: Arc<dyn EnvSource>,
     http: reqwest::Client,
+    /// Where built-in tools that keep state (the demo ledger) keep it.
+    state_dir: Option<std::path::PathBuf>,
+    sessions: Arc<mcp::Sessions>,
+    breakers: Arc<Breakers>,
 }
 
 impl std::fmt::Debug for NodeExecutor {
@@ -66,7 +79,44 @@ impl NodeExecutor {
             registry,
             env,
             http: http::client(),
+            state_dir: None,
+            sessions: Arc::default(),
+            breakers: Arc::default(),
         }
+    }
+
+    /// Lets built-in tools keep state in `dir` (the node's data directory has one).
+    pub fn with_state_dir(mut self, dir: std::path::PathBuf) -> Self {
+        self.state_dir = Some(dir);
+        self
+    }
+
+    /// The upstream a tenant's tool names, with its registry key as text (the breaker's and
+    /// the session's key), and the tool's HTTP binding if it has one.
+    fn resolve(
+        &self,
+        tenant: &str,
+        upstream: &str,
+        tool: &str,
+    ) -> Option<(String, UpstreamSpec, Option<HttpBinding>)> {
+        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        let spec = registry.upstream(tenant, upstream)?.clone();
+        let own = ResourceKey {
+            kind: Kind::Upstream,
+            tenant: Some(tenant.to_owned()),
+            name: upstream.to_owned(),
+        };
+        let key = match registry.get(&own) {
+            Some(stored) if matches!(stored.resource, Resource::Upstream(_)) => own,
+            _ => ResourceKey {
+                tenant: None,
+                ..own
+            },
+        };
+        let binding = registry
+            .tool(tenant, tool)
+            .and_then(|(spec, _)| spec.http.clone());
+        Some((key.to_string(), spec, binding))
     }
 }
 
@@ -79,36 +129,95 @@ impl Executor for NodeExecutor {
             ));
         };
         let (upstream_name, tool) = (upstream_name.to_owned(), tool.to_owned());
-        let upstream = self
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .upstream(&execution.tenant, &upstream_name)
-            .cloned();
-        let Some(upstream) = upstream else {
+        let Some((key, upstream, binding)) =
+            self.resolve(&execution.tenant, &upstream_name, &execution.tool)
+        else {
             return fail(format!(
                 "upstream {upstream_name} of tool {} is not declared for tenant {}",
                 execution.tool, execution.tenant
             ));
         };
-        match upstream.kind {
-            UpstreamKind::Builtin => builtin::run(tool, execution).boxed(),
-            UpstreamKind::Http => {
-                let client = self.http.clone();
-                let env = self.env.clone();
-                async move {
-                    let bearer = match &upstream.credential {
-                        Some(credential) => Some(read_credential(&*env, credential).await?),
-                        None => None,
-                    };
-                    http::call(&client, &upstream, &tool, &execution, bearer).await
-                }
-                .boxed()
-            }
-            UpstreamKind::Mcp => fail("upstreams of kind mcp arrive with the MCP front".into()),
-            UpstreamKind::A2a => fail("upstreams of kind a2a arrive with the A2A front".into()),
+        let kind = upstream.kind;
+        if kind == UpstreamKind::Builtin {
+            return builtin::run(tool, execution, self.state_dir.clone()).boxed();
         }
+        if kind == UpstreamKind::A2a {
+            return fail("upstreams of kind a2a arrive with the A2A front".into());
+        }
+        let this = self.clone();
+        async move {
+            let Some(url) = upstream.url.clone() else {
+                return Err(ExecError {
+                    message: format!("the {kind:?} upstream {upstream_name} has no url"),
+                });
+            };
+            let bearer = match &upstream.credential {
+                Some(credential) => Some(read_credential(&*this.env, credential).await?),
+                None => None,
+            };
+            let traceparent = traceparent(&execution.call_id);
+            let timeout = upstream.timeout();
+            let plan = Plan {
+                key: &key,
+                name: &upstream_name,
+                retries: upstream.retry_policy(),
+                breaker: upstream.breaker_policy(),
+                retry_safe: execution.retry_safe,
+            };
+            match kind {
+                UpstreamKind::Http => {
+                    let request =
+                        http::request(&url, &tool, binding.as_ref(), &execution.arguments)?;
+                    resilience::run(&this.breakers, plan, || {
+                        http::attempt(
+                            &this.http,
+                            &request,
+                            &execution,
+                            &traceparent,
+                            bearer.as_deref(),
+                            timeout,
+                        )
+                    })
+                    .await
+                }
+                UpstreamKind::Mcp => {
+                    let call = mcp::Call {
+                        key: &key,
+                        url: &url,
+                        bearer: bearer.as_deref(),
+                        tool: &tool,
+                        traceparent: &traceparent,
+                        timeout,
+                    };
+                    resilience::run(&this.breakers, plan, || {
+                        mcp::attempt(&this.sessions, call, &execution)
+                    })
+                    .await
+                }
+                UpstreamKind::Builtin | UpstreamKind::A2a => unreachable_kind(kind),
+            }
+        }
+        .boxed()
     }
+}
+
+fn unreachable_kind(kind: UpstreamKind) -> Result<ToolOutput, ExecError> {
+    Err(ExecError {
+        message: format!("upstreams of kind {kind:?} are not called over the network"),
+    })
+}
+
+/// A W3C `traceparent` whose trace id is the call's: every hop of one call shares a trace,
+/// whichever node runs it. The span id is this attempt's own.
+pub(crate) fn traceparent(call_id: &CallId) -> String {
+    let text = call_id.to_string();
+    let hex = text
+        .strip_prefix("call_")
+        .filter(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let span = uuid::Uuid::new_v4().simple().to_string();
+    format!("00-{hex}-{}-01", &span[..16])
 }
 
 fn fail(message: String) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
@@ -117,7 +226,7 @@ fn fail(message: String) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
 
 /// Reads a named credential at call time, so a rotated secret is used from the next call on.
 /// Errors name where it was looked for, never what was found.
-async fn read_credential(
+pub(crate) async fn read_credential(
     env: &dyn EnvSource,
     credential: &CredentialRef,
 ) -> Result<String, ExecError> {
@@ -164,4 +273,8 @@ pub(crate) fn tool_result(text: String, structured: Option<Value>, is_error: boo
 }
 
 #[cfg(test)]
+pub(crate) mod test_mcp;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_upstreams;

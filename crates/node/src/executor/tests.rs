@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
-fn registry(yaml: &str) -> SharedRegistry {
+pub(super) fn registry(yaml: &str) -> SharedRegistry {
     let text = format!(
         "apiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {{name: acme}}\nspec: {{}}\n\
          ---\napiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {{name: globex}}\nspec: {{}}\n\
@@ -36,7 +36,7 @@ fn registry(yaml: &str) -> SharedRegistry {
     Arc::new(RwLock::new(registry))
 }
 
-fn execution(tenant: &str, tool: &str, arguments: Value) -> Execution {
+pub(super) fn execution(tenant: &str, tool: &str, arguments: Value) -> Execution {
     Execution {
         call_id: CallId::from_random(7),
         tenant: tenant.into(),
@@ -45,10 +45,11 @@ fn execution(tenant: &str, tool: &str, arguments: Value) -> Execution {
         idempotency_key: CallId::from_random(7).to_string(),
         skill_context: None,
         end_user: Some("john".into()),
+        retry_safe: false,
     }
 }
 
-fn result(out: &ToolOutput) -> Value {
+pub(super) fn result(out: &ToolOutput) -> Value {
     serde_json::from_str(&out.result_json).expect("a CallToolResult is JSON")
 }
 
@@ -97,11 +98,14 @@ async fn fail_answers_an_error_result_and_unknown_builtins_do_not_run() {
         .execute(execution("acme", "dev.nope", json!({})))
         .await
         .unwrap_err();
-    assert!(err.message.contains("echo, sleep and fail"), "{err}");
+    assert!(
+        err.message.contains("echo, sleep, fail and transfer"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
-async fn an_upstream_of_another_tenant_is_not_found_and_mcp_waits_for_its_front() {
+async fn an_upstream_of_another_tenant_is_not_found_and_an_unreachable_mcp_upstream_is_an_error() {
     let executor = NodeExecutor::new(registry(""));
     let err = executor
         .execute(execution("globex", "dev.echo", json!({})))
@@ -115,9 +119,10 @@ async fn an_upstream_of_another_tenant_is_not_found_and_mcp_waits_for_its_front(
         .execute(execution("acme", "docs.search", json!({})))
         .await
         .unwrap_err();
-    assert_eq!(
-        err.message,
-        "upstreams of kind mcp arrive with the MCP front"
+    assert!(
+        err.message
+            .contains("connecting to the mcp upstream http://127.0.0.1:9/mcp"),
+        "{err}"
     );
 }
 
@@ -208,6 +213,12 @@ async fn http_posts_the_arguments_with_the_call_headers_and_the_credential() {
     assert_eq!(header("gatehouse-call-id"), Some(call.call_id.to_string()));
     assert_eq!(header("gatehouse-tenant").as_deref(), Some("acme"));
     assert_eq!(header("authorization").as_deref(), Some("Bearer s3cret"));
+    let trace = header("traceparent").unwrap();
+    let hex = &call.call_id.to_string()["call_".len()..];
+    assert!(
+        trace.starts_with(&format!("00-{hex}-")) && trace.ends_with("-01"),
+        "{trace}"
+    );
     let context = decode_context(&header("gatehouse-skill-context").unwrap());
     assert_eq!(context, "Be brief.\nÜber alles: refunds");
 }

@@ -7,17 +7,23 @@
 //! executes once approved. Fronts turn an [`Envelope`] or a [`GatewayError`] into their own
 //! protocol's answer; nothing here knows about gRPC or JSON-RPC.
 
+pub mod audit;
 mod envelope;
 mod error;
 
 pub use envelope::{Envelope, trace_id};
 pub use error::{ErrorCode, GatewayError};
 
-use crate::auth::Caller;
-use crate::cluster::{Cluster, now_ms};
+use crate::auth::{AuthError, Authenticator, Caller};
+use crate::budget::{Budgets, RetryAfter};
+use crate::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_actors::{Actors, Execution, Executor};
+use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
-use gatehouse_registry::{ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied};
+use gatehouse_registry::resource::ToolSpec;
+use gatehouse_registry::{
+    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied, ToolsetInfo,
+};
 use serde_json::Value;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -46,6 +52,9 @@ pub struct Pipeline {
     cluster: Cluster,
     actors: Actors,
     executor: Arc<dyn Executor>,
+    budgets: Budgets,
+    authenticator: Authenticator,
+    audit: AuditLog,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -57,24 +66,111 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(cluster: Cluster, actors: Actors, executor: Arc<dyn Executor>) -> Self {
+    pub fn new(
+        cluster: Cluster,
+        actors: Actors,
+        executor: Arc<dyn Executor>,
+        authenticator: Authenticator,
+        audit: AuditLog,
+    ) -> Self {
         Pipeline {
             cluster,
             actors,
             executor,
+            budgets: Budgets::new(),
+            authenticator,
+            audit,
         }
+    }
+
+    /// This node's audit log.
+    pub fn audit_log(&self) -> &AuditLog {
+        &self.audit
+    }
+
+    /// Records a context pull (`prompts/get`, `resources/read`) like a call: off the response
+    /// path, group-committed with the rest.
+    pub fn record_pull(
+        &self,
+        caller: &Caller,
+        tenant: Option<&str>,
+        kind: Kind,
+        target: &str,
+        answer: Result<&[u8], &str>,
+    ) {
+        self.audit
+            .record(audit::pull_entry(caller, tenant, kind, target, answer));
     }
 
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
     }
 
+    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
+    pub fn authenticate_http(&self, headers: &http::HeaderMap) -> Result<Caller, AuthError> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.authenticator.authenticate_http(&registry, headers)
+    }
+
     /// Runs a call through the pipeline. A call that must wait for approval answers at once
-    /// with its pending envelope; [`Pipeline::wait`] follows it.
+    /// with its pending envelope; [`Pipeline::wait`] follows it. Every call is audited: a call
+    /// run at once and a refusal off the response path, a replicated call durably before the
+    /// answer.
     pub async fn call(&self, caller: &Caller, input: CallInput) -> Result<Envelope, GatewayError> {
+        let (result, replicated) = self.run(caller, &input).await;
+        match &result {
+            Ok(envelope) if replicated => {
+                let entry = audit::call_entry(caller, &input, envelope);
+                self.audit.record_durable(entry).await.map_err(|e| {
+                    GatewayError::unavailable(format!("the audit log could not be written: {e}"))
+                })?;
+            }
+            Ok(envelope) => self
+                .audit
+                .record(audit::call_entry(caller, &input, envelope)),
+            Err(error) => self
+                .audit
+                .record(audit::refusal_entry(caller, &input, error)),
+        }
+        result
+    }
+
+    /// The pipeline's work, and whether the call went through Raft.
+    async fn run(
+        &self,
+        caller: &Caller,
+        input: &CallInput,
+    ) -> (Result<Envelope, GatewayError>, bool) {
+        match self.plan_and_check(caller, input) {
+            Ok(plan) => {
+                let span = tracing::info_span!(
+                    "call",
+                    tenant = %plan.call.tenant,
+                    tool = %plan.call.tool,
+                    call = %plan.call.id,
+                    mode = ?plan.decision.effective,
+                    replicated = plan.replicated,
+                );
+                if plan.replicated {
+                    (self.propose(plan.call).instrument(span).await, true)
+                } else {
+                    (self.run_now(plan.call).instrument(span).await, false)
+                }
+            }
+            Err(e) => (Err(e), false),
+        }
+    }
+
+    /// Everything decided before a call runs or is proposed: scope, arguments, key, policy,
+    /// budget.
+    fn plan_and_check(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {
         // A tenant the caller holds no role in does not exist for it.
         if !caller.member_of(&input.tenant) {
-            return Err((&PlanError::UnknownTenant(input.tenant)).into());
+            return Err((&PlanError::UnknownTenant(input.tenant.clone())).into());
         }
         if !input.arguments.is_object() {
             return Err(GatewayError::new(
@@ -92,20 +188,15 @@ impl Pipeline {
                 "use a shorter key, such as a UUID",
             ));
         }
-        let plan = self.plan(caller, &input)?;
-        let span = tracing::info_span!(
-            "call",
-            tenant = %plan.call.tenant,
-            tool = %plan.call.tool,
-            call = %plan.call.id,
-            mode = ?plan.decision.effective,
-            replicated = plan.replicated,
-        );
-        if plan.replicated {
-            self.propose(plan.call).instrument(span).await
-        } else {
-            self.run_now(plan.call).instrument(span).await
+        let plan = self.plan(caller, input)?;
+        if let Some(budget) = &plan.decision.budget
+            && let Err(RetryAfter(wait)) =
+                self.budgets
+                    .check(&plan.call.tenant, &plan.call.tool, budget, now_ms())
+        {
+            return Err(GatewayError::rate_limited(&plan.call.tool, wait));
         }
+        Ok(plan)
     }
 
     fn plan(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {
@@ -121,7 +212,7 @@ impl Pipeline {
                 at: now_ms(),
                 tenant: &input.tenant,
                 principal: &caller.name,
-                end_user: caller.spec.user.as_deref(),
+                end_user: caller.end_user.as_deref(),
                 a2a_peer: input.a2a_peer.as_deref(),
                 tool: &input.tool,
                 arguments: &input.arguments,
@@ -172,6 +263,71 @@ impl Pipeline {
         }
     }
 
+    /// The tools the caller sees in `tenant`, in name order (see `Registry::visible_tools`).
+    pub fn visible_tools(&self, caller: &Caller, tenant: &str) -> Vec<(String, ToolSpec)> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        registry
+            .visible_tools(tenant, &caller.name)
+            .into_iter()
+            .map(|(name, spec)| (name.to_owned(), spec.clone()))
+            .collect()
+    }
+
+    /// The toolsets the caller may load in `tenant`.
+    pub fn toolsets(&self, caller: &Caller, tenant: &str) -> Vec<ToolsetInfo> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        registry.toolsets(tenant, &caller.name)
+    }
+
+    /// Widens what the caller sees by a toolset, for good: the choice is kept in the registry,
+    /// since a stateless client has no session to keep it in. Answers whether write tools are
+    /// now included.
+    pub async fn load_toolset(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        toolset: &str,
+        include_write_tools: bool,
+    ) -> Result<bool, GatewayError> {
+        if !caller.member_of(tenant) {
+            return Err((&PlanError::UnknownTenant(tenant.to_owned())).into());
+        }
+        let (applied, _) = self
+            .cluster
+            .propose(Command::LoadToolset {
+                tenant: tenant.to_owned(),
+                principal: caller.name.clone(),
+                toolset: toolset.to_owned(),
+                include_write_tools,
+            })
+            .await
+            .map_err(|e| match e {
+                WriteError::Rejected(ApplyError::NotFound { what }) => GatewayError::new(
+                    ErrorCode::NotFound,
+                    format!("no {what}"),
+                    "gatehouse.load_toolset's description lists the toolsets you can load",
+                ),
+                other => other.into(),
+            })?;
+        match applied {
+            Applied::ToolsetLoaded {
+                include_write_tools,
+                ..
+            } => Ok(include_write_tools),
+            other => Err(GatewayError::unavailable(format!(
+                "loading a toolset was answered with {other:?}"
+            ))),
+        }
+    }
+
     /// Runs a call that needs neither approval nor a record, here and now.
     async fn run_now(&self, call: NewCall) -> Result<Envelope, GatewayError> {
         let handle = self
@@ -187,6 +343,7 @@ impl Pipeline {
             idempotency_key: call.id.to_string(),
             skill_context: handle.skill_context(&call.tool, call.chain.end_user.as_deref()),
             end_user: call.chain.end_user.clone(),
+            retry_safe: call.retry_safe,
         };
         let result = self.executor.execute(execution).await;
         Ok(Envelope::ran_now(&call, result))

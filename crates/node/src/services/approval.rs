@@ -11,6 +11,7 @@ use crate::auth::{Caller, authenticate};
 use crate::cluster::Cluster;
 use crate::feed::{CallFeed, ChangeKind, WatchEvent};
 use futures::{Stream, StreamExt};
+use gatehouse_audit::{AuditLog, Entry, Kind};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalService;
 use gatehouse_raft_store::SharedRegistry;
@@ -26,11 +27,16 @@ const MAX_PAGE: usize = 1_000;
 pub struct Approvals {
     cluster: Cluster,
     feed: CallFeed,
+    audit: AuditLog,
 }
 
 impl Approvals {
-    pub fn new(cluster: Cluster, feed: CallFeed) -> Self {
-        Approvals { cluster, feed }
+    pub fn new(cluster: Cluster, feed: CallFeed, audit: AuditLog) -> Self {
+        Approvals {
+            cluster,
+            feed,
+            audit,
+        }
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
@@ -70,14 +76,80 @@ impl Approvals {
         require_reviewer(caller, tenant)
     }
 
+    /// Audits a decision refused before it was proposed (the caller is no approver here).
+    async fn refused(&self, decision: &str, caller: &Caller, call: &Call, status: &Status) {
+        let entry = Entry {
+            kind: Kind::Approval,
+            tenant: Some(call.spec.tenant.clone()),
+            chain: vec![format!("approver:{}", caller.name)],
+            mode: Some(call.spec.effective_mode.as_str().to_owned()),
+            decision: Some(decision.to_owned()),
+            call_id: Some(call.spec.id.to_string()),
+            args_sha256: Some(call.spec.args_sha256.clone()),
+            outcome: format!("refused:{:?}", status.code()),
+            trace_id: Some(crate::pipeline::trace_id(&call.spec.id)),
+            ..Entry::default()
+        };
+        if let Err(e) = self.audit.record_durable(entry).await {
+            tracing::error!(error = %e, "a refused decision could not be audited");
+        }
+    }
+
     /// Proposes a decision on a call; the call's record right after it, and the log index.
+    /// The decision, taken or refused, is audited durably before the answer.
     async fn decide(&self, command: Command, id: &str) -> Result<(pb::CallRecord, u64), Status> {
-        let (_, log_index) = self.cluster.propose(command).await.map_err(write_error)?;
-        let registry = self.cluster.registry.read().expect("registry lock");
-        let call = registry
-            .call(&CallId(id.to_owned()))
-            .ok_or_else(|| Status::internal(format!("call {id} is gone after the decision")))?;
-        Ok((call_record_to(call), log_index))
+        let (decision, principal) = match &command {
+            Command::Approve { approver, .. } => ("approve", approver.clone()),
+            Command::Reject { approver, .. } => ("reject", approver.clone()),
+            Command::Cancel { principal, .. } => ("cancel", principal.clone()),
+            Command::Resolve { approver, .. } => ("resolve", approver.clone()),
+            _ => ("decide", String::new()),
+        };
+        let written = self.cluster.propose(command).await;
+        let (result, outcome, tenant, mode, args) = {
+            let registry = self.cluster.registry.read().expect("registry lock");
+            let call = registry.call(&CallId(id.to_owned()));
+            let facts = (
+                call.map(|c| c.spec.tenant.clone()),
+                call.map(|c| c.spec.effective_mode.as_str().to_owned()),
+                call.map(|c| c.spec.args_sha256.clone()),
+            );
+            let (result, outcome) = match (written, call) {
+                (Ok((_, log_index)), Some(call)) => (
+                    Ok((call_record_to(call), log_index)),
+                    call.state.to_string(),
+                ),
+                (Ok(_), None) => (
+                    Err(Status::internal(format!(
+                        "call {id} is gone after the decision"
+                    ))),
+                    "gone".to_owned(),
+                ),
+                (Err(e), _) => {
+                    let status = write_error(e);
+                    let outcome = format!("refused:{:?}", status.code());
+                    (Err(status), outcome)
+                }
+            };
+            (result, outcome, facts.0, facts.1, facts.2)
+        };
+        let entry = Entry {
+            kind: Kind::Approval,
+            tenant,
+            chain: vec![format!("approver:{principal}")],
+            mode,
+            decision: Some(decision.to_owned()),
+            call_id: Some(id.to_owned()),
+            args_sha256: args,
+            outcome,
+            trace_id: Some(crate::pipeline::trace_id(&CallId(id.to_owned()))),
+            ..Entry::default()
+        };
+        self.audit
+            .record_durable(entry)
+            .await
+            .map_err(|e| Status::unavailable(format!("the audit log could not be written: {e}")))?;
+        result
     }
 }
 
@@ -245,7 +317,10 @@ impl ApprovalService for Approvals {
         let request = request.into_inner();
         required(&request.args_sha256, "name the args_sha256 you reviewed")?;
         let call = self.visible_call(&caller, &request.call_id)?;
-        require_approver(&caller, &call.spec.tenant)?;
+        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
+            self.refused("approve", &caller, &call, &status).await;
+            return Err(status);
+        }
         let command = Command::Approve {
             call_id: call.spec.id,
             approver: caller.name,
@@ -267,7 +342,10 @@ impl ApprovalService for Approvals {
         let request = request.into_inner();
         required(&request.reason, "a rejection needs a reason")?;
         let call = self.visible_call(&caller, &request.call_id)?;
-        require_approver(&caller, &call.spec.tenant)?;
+        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
+            self.refused("reject", &caller, &call, &status).await;
+            return Err(status);
+        }
         let command = Command::Reject {
             call_id: call.spec.id,
             approver: caller.name,
@@ -323,7 +401,10 @@ impl ApprovalService for Approvals {
             }
         };
         let call = self.visible_call(&caller, &request.call_id)?;
-        require_approver(&caller, &call.spec.tenant)?;
+        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
+            self.refused("resolve", &caller, &call, &status).await;
+            return Err(status);
+        }
         let command = Command::Resolve {
             call_id: call.spec.id,
             approver: caller.name,

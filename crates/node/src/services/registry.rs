@@ -5,6 +5,7 @@ use super::convert::{self, page_after, page_token};
 use super::status::write_error;
 use crate::auth::{Caller, authenticate};
 use crate::cluster::Cluster;
+use gatehouse_audit::{self as audit, AuditLog, Entry};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_server::RegistryService;
 use gatehouse_registry::cascade::Query;
@@ -19,11 +20,36 @@ const MAX_PAGE: usize = 1_000;
 #[derive(Debug, Clone)]
 pub struct Registry {
     cluster: Cluster,
+    audit: AuditLog,
 }
 
 impl Registry {
-    pub fn new(cluster: Cluster) -> Self {
-        Registry { cluster }
+    pub fn new(cluster: Cluster, audit: AuditLog) -> Self {
+        Registry { cluster, audit }
+    }
+
+    /// Audits an admin change, one entry per resource, durably before the answer.
+    async fn admin_change<'a>(
+        &self,
+        caller: &Caller,
+        decision: &str,
+        changes: impl IntoIterator<Item = (&'a ResourceKey, String)>,
+    ) -> Result<(), Status> {
+        for (key, outcome) in changes {
+            self.audit.record(Entry {
+                kind: audit::Kind::AdminChange,
+                tenant: key.tenant.clone(),
+                chain: vec![format!("admin:{}", caller.name)],
+                target: Some(key.to_string()),
+                decision: Some(decision.to_owned()),
+                outcome,
+                ..Entry::default()
+            });
+        }
+        self.audit
+            .flush()
+            .await
+            .map_err(|e| Status::unavailable(format!("the audit log could not be written: {e}")))
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
@@ -110,11 +136,21 @@ impl RegistryService for Registry {
                 return Err(forbid(&caller, &key));
             }
         }
-        let (applied, log_index) = self
-            .cluster
-            .propose(Command::Put { resources })
-            .await
-            .map_err(write_error)?;
+        let keys: Vec<ResourceKey> = resources.iter().map(|r| r.key()).collect();
+        let written = self.cluster.propose(Command::Put { resources }).await;
+        let outcome = |key: &ResourceKey| match &written {
+            Ok((Applied::Resources { changes }, _)) => changes
+                .iter()
+                .find(|c| &c.key == key)
+                .map_or("unchanged".to_owned(), |c| {
+                    format!("{:?}", c.change).to_lowercase()
+                }),
+            Ok(_) => "unknown".to_owned(),
+            Err(e) => format!("refused:{e}"),
+        };
+        self.admin_change(&caller, "put", keys.iter().map(|k| (k, outcome(k))))
+            .await?;
+        let (applied, log_index) = written.map_err(write_error)?;
         let Applied::Resources { changes } = applied else {
             return Err(Status::internal("a put answered with something else"));
         };
@@ -220,11 +256,19 @@ impl RegistryService for Registry {
                 log_index: 0,
             }));
         }
-        let (_, log_index) = self
+        let written = self
             .cluster
-            .propose(Command::Delete { keys: vec![key] })
-            .await
-            .map_err(write_error)?;
+            .propose(Command::Delete {
+                keys: vec![key.clone()],
+            })
+            .await;
+        let outcome = match &written {
+            Ok(_) => "deleted".to_owned(),
+            Err(e) => format!("refused:{e}"),
+        };
+        self.admin_change(&caller, "delete", [(&key, outcome)])
+            .await?;
+        let (_, log_index) = written.map_err(write_error)?;
         Ok(Response::new(pb::DeleteResourceResponse {
             deleted: true,
             log_index,

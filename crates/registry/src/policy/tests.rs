@@ -13,7 +13,9 @@ fn tool(mode: Option<ApprovalMode>, class: Option<CapabilityClass>) -> ToolSpec 
         approval_mode: mode,
         capability_class: class,
         categories: vec![],
+        toolset: None,
         constraints: BTreeMap::new(),
+        http: None,
     }
 }
 

@@ -4,6 +4,9 @@
 mod calls;
 mod lookup;
 mod resources;
+mod toolsets;
+
+pub use toolsets::ToolsetInfo;
 
 use crate::call::{Call, CallId, NodeId, Timestamp};
 use crate::cascade::{self, Candidate, Query, Resolution};
@@ -62,6 +65,9 @@ struct State {
     requests: BTreeMap<Uuid, AppliedRequest>,
     /// Every node id ever admitted, with the address it joined with.
     nodes: BTreeMap<NodeId, String>,
+    /// (tenant, principal) to the toolsets it loaded, each with whether its write tools came too.
+    #[serde(default, with = "pairs")]
+    toolsets: BTreeMap<(String, String), BTreeMap<String, bool>>,
 }
 
 /// Maps whose keys are not strings travel as sequences of pairs, in key order.
@@ -93,6 +99,8 @@ pub struct Registry {
     /// API key digest to principal name: derived from the state, rebuilt on load, kept in step
     /// by every put and delete of a principal.
     keys: BTreeMap<String, String>,
+    /// (JWT issuer, subject) to principal name, derived and kept in step like `keys`.
+    jwt_subjects: BTreeMap<(String, String), String>,
     /// Each tenant's call ids: derived the same way, kept in step by propose and purge, so a
     /// tenant's queue is read without scanning every call.
     calls_by_tenant: BTreeMap<String, BTreeSet<CallId>>,
@@ -168,6 +176,12 @@ impl Registry {
             Command::Handover { tenant, epoch, to } => self.handover(tenant, *epoch, *to)?,
             Command::Purge { before } => self.purge(*before),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
+            Command::LoadToolset {
+                tenant,
+                principal,
+                toolset,
+                include_write_tools,
+            } => self.load_toolset(tenant, principal, toolset, *include_write_tools)?,
             // Each proposal is applied (and deduplicated) on its own; a nested batch is refused
             // like any other bad command, so apply never recurses more than once.
             Command::Batch { proposals } => Response::Batch {
@@ -222,6 +236,7 @@ impl Registry {
             applied_index,
             state,
             keys: BTreeMap::new(),
+            jwt_subjects: BTreeMap::new(),
             calls_by_tenant: BTreeMap::new(),
             unfinished: BTreeSet::new(),
         };
@@ -325,6 +340,18 @@ impl Registry {
         self.principal(name).map(|p| (name.as_str(), p))
     }
 
+    /// The principal a JWT of `issuer` about `subject` acts as: the one declared for exactly that
+    /// subject, else the issuer-wide one (`subject: "*"`), every subject of which acts as it.
+    /// When several principals declare the same pair, the first by name holds it.
+    pub fn principal_by_jwt(&self, issuer: &str, subject: &str) -> Option<(&str, &PrincipalSpec)> {
+        let find = |subject: &str| {
+            self.jwt_subjects
+                .get(&(issuer.to_owned(), subject.to_owned()))
+        };
+        let name = find(subject).or_else(|| find("*"))?;
+        self.principal(name).map(|p| (name.as_str(), p))
+    }
+
     /// Whether a node id was ever admitted to the cluster.
     pub fn node_admitted(&self, node: NodeId) -> bool {
         self.state.nodes.contains_key(&node)
@@ -340,6 +367,7 @@ impl Registry {
         Ok(Response::Admitted { node })
     }
 
+    /// Rebuilds the API key and JWT subject indexes from the principals.
     fn rebuild_key_index(&mut self) {
         self.keys = self
             .list(Kind::Principal, None, None)
@@ -352,6 +380,17 @@ impl Registry {
                 _ => None,
             })
             .collect();
+        let mut jwt_subjects = BTreeMap::new();
+        for stored in self.list(Kind::Principal, None, None) {
+            if let Resource::Principal(p) = &stored.resource
+                && let Some(jwt) = &p.spec.jwt
+            {
+                jwt_subjects
+                    .entry((jwt.issuer.clone(), jwt.subject.clone()))
+                    .or_insert_with(|| p.metadata.name.clone());
+            }
+        }
+        self.jwt_subjects = jwt_subjects;
     }
 
     pub fn policy_generation(&self, tenant: &str) -> u64 {

@@ -1041,3 +1041,59 @@ fn a_tenants_calls_are_indexed_through_propose_purge_and_reload() {
     let restored = Registry::from_bytes(&h.registry.to_bytes()).unwrap();
     assert_eq!(restored, h.registry, "the index is rebuilt on load");
 }
+
+#[test]
+fn jwt_principals_are_found_by_exact_subject_then_issuer_wide() {
+    let mut h = Harness::new();
+    let resources = documents::parse(
+        "jwt.yaml",
+        r#"
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {name: idp-anyone}
+spec:
+  jwt: {issuer: "https://idp.example", subject: "*"}
+  roles: {acme: [agent]}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {name: idp-carol}
+spec:
+  jwt: {issuer: "https://idp.example", subject: carol}
+  roles: {acme: [approver]}
+"#,
+    )
+    .into_resources();
+    h.ok(Command::Put { resources });
+    let name = |r: &Registry, iss: &str, sub: &str| {
+        r.principal_by_jwt(iss, sub).map(|(n, _)| n.to_owned())
+    };
+    assert_eq!(
+        name(&h.registry, "https://idp.example", "carol").as_deref(),
+        Some("idp-carol")
+    );
+    assert_eq!(
+        name(&h.registry, "https://idp.example", "dave").as_deref(),
+        Some("idp-anyone"),
+        "an unknown subject falls back to the issuer-wide principal"
+    );
+    assert_eq!(name(&h.registry, "https://other.example", "carol"), None);
+    let restored = Registry::from_bytes(&h.registry.to_bytes()).unwrap();
+    assert_eq!(
+        name(&restored, "https://idp.example", "carol").as_deref(),
+        Some("idp-carol"),
+        "rebuilt on load"
+    );
+    h.ok(Command::Delete {
+        keys: vec![ResourceKey {
+            kind: Kind::Principal,
+            tenant: None,
+            name: "idp-anyone".into(),
+        }],
+    });
+    assert_eq!(name(&h.registry, "https://idp.example", "dave"), None);
+    assert_eq!(
+        name(&h.registry, "https://idp.example", "carol").as_deref(),
+        Some("idp-carol")
+    );
+}

@@ -10,12 +10,16 @@ mod tool;
 mod upstream;
 
 pub use names::{is_valid_name, is_valid_tool_name};
-pub use policy::{ApprovalRequirement, Budget, CompareOp, Condition, ModeRule, PolicySpec};
+pub use policy::{
+    ApprovalRequirement, Budget, CompareOp, Condition, ModeRule, PolicySpec, ToolsetRef,
+};
 pub use principal::{JwtSubject, PrincipalSpec, Role};
 pub use skill::{Level, SkillScope, SkillSpec, ToolOverrides};
 pub use tenant::TenantSpec;
-pub use tool::{ArgConstraint, ModeSource, ToolAnnotations, ToolSpec};
-pub use upstream::{CredentialRef, UpstreamKind, UpstreamSpec};
+pub use tool::{
+    ArgConstraint, DISCOVERED_FROM, HttpBinding, ModeSource, ToolAnnotations, ToolSpec,
+};
+pub use upstream::{BreakerPolicy, CredentialRef, RetryPolicy, UpstreamKind, UpstreamSpec};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -22,6 +22,20 @@ pub struct PolicySpec {
     pub approvals: Option<ApprovalRequirement>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<Budget>,
+    /// The toolsets the roles see in `tools/list` before they load any. When no policy of the
+    /// tenant names any, every permitted tool is listed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_toolsets: Vec<ToolsetRef>,
+}
+
+/// A toolset loaded for a caller: its read-only tools, and its other tools only when
+/// `includeWriteTools` says so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolsetRef {
+    pub name: String,
+    #[serde(default)]
+    pub include_write_tools: bool,
 }
 
 /// Lowers a call's mode to `mode` when the tool matches and every condition holds. A rule can
@@ -140,6 +154,14 @@ impl PolicySpec {
             }
             if a.ttl_seconds == Some(0) || a.valid_seconds == Some(0) {
                 problems.push(Problem::new("spec.approvals", "durations must be above 0"));
+            }
+        }
+        for (i, t) in self.default_toolsets.iter().enumerate() {
+            if !super::is_valid_name(&t.name) {
+                problems.push(Problem::new(
+                    format!("spec.defaultToolsets[{i}].name"),
+                    "not a valid toolset name",
+                ));
             }
         }
         for (i, b) in self.budgets.iter().enumerate() {

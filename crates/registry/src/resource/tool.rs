@@ -25,9 +25,82 @@ pub struct ToolSpec {
     pub capability_class: Option<CapabilityClass>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub categories: Vec<String>,
+    /// The toolset the tool belongs to; its upstream's name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset: Option<String>,
     /// Argument name to the limits its value must keep.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub constraints: BTreeMap<String, ArgConstraint>,
+    /// For a tool of an HTTP upstream: the request a call becomes. Without one, the arguments
+    /// are POSTed to `{url}/{tool}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpBinding>,
+}
+
+/// The label on tools the leader wrote from an MCP upstream's listing; its value is the
+/// upstream's name. A tool without it was declared by an admin and discovery never touches it.
+pub const DISCOVERED_FROM: &str = "gatehouse.dev/discovered-from";
+
+/// An HTTP request for a tool: `path` is joined to the upstream's URL, and each `{arg}` in it is
+/// filled from the argument of that name. The other arguments go in the query string of a
+/// `GET` or `DELETE`, and as a JSON object body otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpBinding {
+    pub method: String,
+    pub path: String,
+}
+
+impl HttpBinding {
+    pub const METHODS: [&'static str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+    /// The names of the `{arg}` placeholders in `path`, in order; `None` when the braces do not
+    /// pair up or a placeholder is empty.
+    pub fn placeholders(&self) -> Option<Vec<&str>> {
+        let mut names = Vec::new();
+        let mut rest = self.path.as_str();
+        while let Some(open) = rest.find(['{', '}']) {
+            if rest[open..].starts_with('}') {
+                return None;
+            }
+            let after = &rest[open + 1..];
+            let close = after.find('}')?;
+            let name = &after[..close];
+            if name.is_empty() || name.contains('{') {
+                return None;
+            }
+            names.push(name);
+            rest = &after[close + 1..];
+        }
+        Some(names)
+    }
+
+    /// Whether the method sends the arguments in the query string rather than a body.
+    pub fn uses_query(&self) -> bool {
+        matches!(self.method.as_str(), "GET" | "DELETE")
+    }
+
+    fn validate(&self, problems: &mut Vec<Problem>) {
+        if !Self::METHODS.contains(&self.method.as_str()) {
+            problems.push(Problem::new(
+                "spec.http.method",
+                format!(
+                    "{:?} is not one of {}",
+                    self.method,
+                    Self::METHODS.join(", ")
+                ),
+            ));
+        }
+        if !self.path.starts_with('/') {
+            problems.push(Problem::new("spec.http.path", "must start with '/'"));
+        }
+        if self.placeholders().is_none() {
+            problems.push(Problem::new(
+                "spec.http.path",
+                "every '{' must close with '}' around an argument name",
+            ));
+        }
+    }
 }
 
 fn object_schema() -> Value {
@@ -157,6 +230,9 @@ impl ToolSpec {
                 ));
             }
         }
+        if let Some(http) = &self.http {
+            http.validate(problems);
+        }
     }
 }
 
@@ -173,7 +249,9 @@ mod tests {
             approval_mode,
             capability_class: None,
             categories: vec![],
+            toolset: None,
             constraints: BTreeMap::new(),
+            http: None,
         }
     }
 
@@ -225,5 +303,30 @@ mod tests {
             tool(Some(read_only), Some(ApprovalMode::Delegated)).declared_mode(true),
             (ApprovalMode::Delegated, ModeSource::Admin)
         );
+    }
+
+    #[test]
+    fn http_bindings_need_a_known_method_and_well_formed_placeholders() {
+        let binding = |method: &str, path: &str| HttpBinding {
+            method: method.into(),
+            path: path.into(),
+        };
+        let good = binding("GET", "/pets/{petId}/toys/{toy}");
+        assert_eq!(good.placeholders(), Some(vec!["petId", "toy"]));
+        assert!(good.uses_query() && !binding("PATCH", "/").uses_query());
+        for (bad, fields) in [
+            (binding("FETCH", "/a"), vec!["spec.http.method"]),
+            (binding("GET", "a"), vec!["spec.http.path"]),
+            (binding("GET", "/a/{b"), vec!["spec.http.path"]),
+            (binding("GET", "/a/{}"), vec!["spec.http.path"]),
+            (binding("GET", "/a/b}"), vec!["spec.http.path"]),
+        ] {
+            let mut spec = tool(None, None);
+            spec.http = Some(bad.clone());
+            let mut problems = Vec::new();
+            spec.validate(&mut problems);
+            let got: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
+            assert_eq!(got, fields, "{bad:?}");
+        }
     }
 }

@@ -1,0 +1,252 @@
+//! The handle callers hold, and the writer task that group-commits what they queue.
+
+use crate::disk::Disk;
+use crate::record::Entry;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+/// At most this many entries go into one write.
+const MAX_BATCH: usize = 8192;
+/// A warning each time this many more entries wait for the writer.
+const QUEUE_WARN_EVERY: u64 = 65_536;
+
+/// A node's audit log. Cheap to clone; every clone feeds the same writer task.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    shared: Arc<Shared>,
+}
+
+/// Counters since the log was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Batches written and synced.
+    pub batches: u64,
+    /// Records in them.
+    pub records: u64,
+    /// Entries queued and not yet taken by the writer.
+    pub queued: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    // Unbounded on purpose: `record` sits on the response path and must neither wait nor drop,
+    // and a bounded channel with a spawned send as overflow would let a later `flush` overtake
+    // the entries before it. The writer drains everything per batch, so the queue only grows
+    // while the disk is slower than the calls; `queued` counts it and a warning says so.
+    tx: mpsc::UnboundedSender<Msg>,
+    closed: AtomicBool,
+    queued: AtomicU64,
+    batches: AtomicU64,
+    records: AtomicU64,
+}
+
+// Nearly every message is a record: boxing it would cost an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Msg {
+    Record {
+        at_ms: u64,
+        entry: Entry,
+        done: Option<oneshot::Sender<io::Result<u64>>>,
+    },
+    Flush(oneshot::Sender<io::Result<()>>),
+    Close(oneshot::Sender<()>),
+}
+
+impl AuditLog {
+    /// Opens (creating) the log in `dir` and spawns its writer task on the current tokio runtime.
+    /// Recovers seq and previous hash from the last record; a torn final line (crash mid-write)
+    /// is cut off with a warning; any other damage is an error naming the line.
+    pub fn open(dir: &Path, node: u64) -> io::Result<AuditLog> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        let disk = Disk::open(dir, node)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            tx,
+            closed: AtomicBool::new(false),
+            queued: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+        });
+        let span = tracing::info_span!("audit", node, dir = %dir.display());
+        runtime.spawn(write_loop(disk, rx, shared.clone()).instrument(span));
+        Ok(AuditLog { shared })
+    }
+
+    /// Queues the entry for the next group commit and returns at once (never waits for disk).
+    pub fn record(&self, entry: Entry) {
+        if !self.send(entry, None) {
+            tracing::warn!("audit log closed: an entry was dropped");
+        }
+    }
+
+    /// Resolves with the record's sequence number once its batch is fsync'd.
+    pub async fn record_durable(&self, entry: Entry) -> io::Result<u64> {
+        let (done, answer) = oneshot::channel();
+        if !self.send(entry, Some(done)) {
+            return Err(closed());
+        }
+        answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+
+    /// Waits until everything queued before it is durable.
+    pub async fn flush(&self) -> io::Result<()> {
+        let (done, answer) = oneshot::channel();
+        if self.shared.tx.send(Msg::Flush(done)).is_err() {
+            return Err(closed());
+        }
+        answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+
+    /// Flushes and stops the writer; later records are dropped with a warning.
+    pub async fn close(&self) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        let (done, answer) = oneshot::channel();
+        if self.shared.tx.send(Msg::Close(done)).is_ok() {
+            let _ = answer.await;
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            records: self.shared.records.load(Ordering::Relaxed),
+            queued: self.shared.queued.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, entry: Entry, done: Option<oneshot::Sender<io::Result<u64>>>) -> bool {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let queued = self.shared.queued.fetch_add(1, Ordering::Relaxed) + 1;
+        if queued.is_multiple_of(QUEUE_WARN_EVERY) {
+            tracing::warn!(
+                queued,
+                "audit entries are queueing: the disk is slower than the calls"
+            );
+        }
+        let sent = self.shared.tx.send(Msg::Record { at_ms, entry, done });
+        if sent.is_err() {
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        sent.is_ok()
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "audit log closed")
+}
+
+/// Takes everything queued (up to a batch), commits it with one write and one sync, answers.
+/// Ends on `close` or when every handle is gone. After a failed write the log is not trusted to
+/// continue: every later entry is refused, and a restart recovers from what is on disk.
+async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Arc<Shared>) {
+    let mut disk = Some(disk);
+    let mut failure: Option<(io::ErrorKind, String)> = None;
+    let mut closing = None;
+    while closing.is_none() {
+        let Some(first) = rx.recv().await else { break };
+        let mut msgs = vec![first];
+        while msgs.len() < MAX_BATCH && !matches!(msgs.last(), Some(Msg::Close(_))) {
+            match rx.try_recv() {
+                Ok(msg) => msgs.push(msg),
+                Err(_) => break,
+            }
+        }
+        let mut entries = Vec::new();
+        let mut waiters = Vec::new();
+        let mut flushes = Vec::new();
+        for msg in msgs {
+            match msg {
+                Msg::Record { at_ms, entry, done } => {
+                    entries.push((at_ms, entry));
+                    waiters.push(done);
+                }
+                Msg::Flush(done) => flushes.push(done),
+                Msg::Close(done) => closing = Some(done),
+            }
+        }
+        shared
+            .queued
+            .fetch_sub(entries.len() as u64, Ordering::Relaxed);
+        let count = entries.len() as u64;
+        let result = match (disk.take(), &failure) {
+            (_, Some((kind, message))) => Err(io::Error::new(*kind, message.clone())),
+            (Some(d), None) if entries.is_empty() => {
+                disk = Some(d);
+                Ok(0)
+            }
+            (Some(mut d), None) => {
+                match tokio::task::spawn_blocking(move || {
+                    let result = d.commit(entries);
+                    (d, result)
+                })
+                .await
+                {
+                    Ok((d, result)) => {
+                        disk = Some(d);
+                        result
+                    }
+                    Err(e) => Err(io::Error::other(e)),
+                }
+            }
+            (None, None) => Err(io::Error::other("audit writer lost its file")),
+        };
+        match result {
+            Ok(first) => {
+                shared
+                    .batches
+                    .fetch_add(u64::from(count > 0), Ordering::Relaxed);
+                shared.records.fetch_add(count, Ordering::Relaxed);
+                for (i, done) in waiters.into_iter().enumerate() {
+                    if let Some(done) = done {
+                        let _ = done.send(Ok(first + i as u64));
+                    }
+                }
+                for done in flushes {
+                    let _ = done.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                if failure.is_none() {
+                    tracing::error!(error = %e, "audit log write failed; refusing further entries");
+                    failure = Some((e.kind(), e.to_string()));
+                    disk = None;
+                }
+                if count > 0 {
+                    tracing::error!(lost = count, error = %e, "audit entries not written");
+                }
+                for done in waiters.into_iter().flatten() {
+                    let _ = done.send(Err(io::Error::new(e.kind(), e.to_string())));
+                }
+                for done in flushes {
+                    let _ = done.send(Err(io::Error::new(e.kind(), e.to_string())));
+                }
+            }
+        }
+    }
+    rx.close();
+    let mut dropped = 0u64;
+    while let Ok(msg) = rx.try_recv() {
+        dropped += u64::from(matches!(msg, Msg::Record { .. }));
+    }
+    if dropped > 0 {
+        shared.queued.fetch_sub(dropped, Ordering::Relaxed);
+        tracing::warn!(
+            dropped,
+            "audit log closed: entries queued after close were dropped"
+        );
+    }
+    if let Some(done) = closing {
+        let _ = done.send(());
+    }
+}

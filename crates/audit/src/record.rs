@@ -1,0 +1,174 @@
+//! What one audit line holds, and the byte rule that chains lines together.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// `,"hash":"` + 64 hex digits + `"}`: what follows the hashed bytes on a line.
+const HASH_SUFFIX_LEN: usize = 9 + 64 + 2;
+
+/// What happened, as the caller tells it. Bodies never come here: only their digests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub kind: Kind,
+    pub tenant: Option<String>,
+    /// The principal chain, outermost first, e.g. ["user:dana", "agent:demo-agent"] or with "peer:x".
+    pub chain: Vec<String>,
+    /// Tool (`upstream.tool`), prompt or resource name, or the resource key of an admin change.
+    pub target: Option<String>,
+    /// Effective approval mode, snake_case.
+    pub mode: Option<String>,
+    /// Policy decision id, or approve/reject/cancel/resolve, or put/delete.
+    pub decision: Option<String>,
+    pub call_id: Option<String>,
+    pub args_sha256: Option<String>,
+    pub output_sha256: Option<String>,
+    pub output_len: Option<u64>,
+    /// e.g. `succeeded`, `failed`, `pending`, `refused:<code>`.
+    pub outcome: String,
+    pub trace_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    #[default]
+    ToolCall,
+    PromptGet,
+    ResourceRead,
+    Approval,
+    AdminChange,
+}
+
+/// One line of the log. Serialized, its fields come in this order, `None` as `null`, and
+/// `hash` last; `hash` is the hex SHA-256 of the line's bytes with `,"hash":"…"` cut out (see the
+/// crate documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch, from the system clock when the entry was recorded.
+    pub at_ms: u64,
+    pub node: u64,
+    /// `hash` of the record before, [`GENESIS`] for the first.
+    pub prev: String,
+    #[serde(flatten)]
+    pub entry: Entry,
+    pub hash: String,
+}
+
+/// The hashed part of a record: everything but `hash`, in the same order.
+#[derive(Serialize)]
+struct Body<'a> {
+    seq: u64,
+    at_ms: u64,
+    node: u64,
+    prev: &'a str,
+    #[serde(flatten)]
+    entry: &'a Entry,
+}
+
+impl Record {
+    /// Chains `entry` after `prev` and returns the record with the line that stores it
+    /// (newline included).
+    pub(crate) fn seal(
+        seq: u64,
+        at_ms: u64,
+        node: u64,
+        prev: &str,
+        entry: Entry,
+    ) -> (Record, Vec<u8>) {
+        let body = Body {
+            seq,
+            at_ms,
+            node,
+            prev,
+            entry: &entry,
+        };
+        let mut line = serde_json::to_vec(&body).expect("a record always serializes");
+        let hash = hex::encode(Sha256::digest(&line));
+        line.pop(); // the closing brace
+        line.extend_from_slice(b",\"hash\":\"");
+        line.extend_from_slice(hash.as_bytes());
+        line.extend_from_slice(b"\"}\n");
+        let record = Record {
+            seq,
+            at_ms,
+            node,
+            prev: prev.to_owned(),
+            entry,
+            hash,
+        };
+        (record, line)
+    }
+
+    /// Parses one line (without its newline) and checks that its hash covers its bytes.
+    pub(crate) fn open(line: &[u8]) -> Result<Record, LineProblem> {
+        let record: Record = serde_json::from_slice(line)
+            .map_err(|e| LineProblem::Garbage(format!("not a record: {e}")))?;
+        let Some(hashed_len) = line.len().checked_sub(HASH_SUFFIX_LEN) else {
+            return Err(LineProblem::Garbage("too short".to_owned()));
+        };
+        let suffix = &line[hashed_len..];
+        if !suffix.starts_with(b",\"hash\":\"") || !suffix.ends_with(b"\"}") {
+            return Err(LineProblem::Garbage(
+                "`hash` is not the last field".to_owned(),
+            ));
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(&line[..hashed_len]);
+        hasher.update(b"}");
+        if hex::encode(hasher.finalize()) != record.hash {
+            return Err(LineProblem::Changed(record.seq));
+        }
+        Ok(record)
+    }
+}
+
+/// Why one line is not a good record.
+#[derive(Debug)]
+pub(crate) enum LineProblem {
+    /// Not a record in this format at all.
+    Garbage(String),
+    /// A record whose bytes no longer match its hash; carries the seq it claims.
+    Changed(u64),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            kind: Kind::Approval,
+            tenant: Some("acme".into()),
+            chain: vec!["user:dana".into(), "agent:demo-agent".into()],
+            target: Some("github.create_issue".into()),
+            decision: Some("approve".into()),
+            outcome: "succeeded".into(),
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn a_sealed_line_is_the_records_serialization_and_opens_again() {
+        let (record, line) = Record::seal(7, 1_700_000_000_000, 3, GENESIS, entry());
+        let text = std::str::from_utf8(&line).unwrap();
+        assert_eq!(
+            format!("{}\n", serde_json::to_string(&record).unwrap()),
+            text
+        );
+        assert!(text.starts_with("{\"seq\":7,\"at_ms\":1700000000000,\"node\":3,\"prev\":\"000"));
+        assert!(text.contains("\"kind\":\"approval\""));
+        assert_eq!(Record::open(&line[..line.len() - 1]).unwrap(), record);
+    }
+
+    #[test]
+    fn the_hash_is_over_the_line_without_the_hash_field() {
+        let (record, line) = Record::seal(1, 5, 1, GENESIS, entry());
+        let text = std::str::from_utf8(&line).unwrap().trim_end();
+        let hashed = text.replace(&format!(",\"hash\":\"{}\"", record.hash), "");
+        assert_eq!(hex::encode(Sha256::digest(hashed.as_bytes())), record.hash);
+    }
+}

@@ -1,0 +1,287 @@
+//! The log on real files in temporary directories.
+
+use crate::record::Record;
+use crate::{AuditLog, Entry, GENESIS, Kind, VerifyError, tail, verify};
+use std::path::Path;
+
+fn entry(i: u64) -> Entry {
+    Entry {
+        kind: Kind::ToolCall,
+        tenant: Some("acme".into()),
+        chain: vec!["user:dana".into(), "agent:demo-agent".into()],
+        target: Some("github.create_issue".into()),
+        mode: Some("read_only".into()),
+        decision: Some("allow-reads".into()),
+        call_id: Some(format!("call-{i}")),
+        args_sha256: Some("ab".repeat(32)),
+        output_sha256: Some("cd".repeat(32)),
+        output_len: Some(i),
+        outcome: "succeeded".into(),
+        trace_id: Some(format!("trace-{i}")),
+    }
+}
+
+/// A log of `n` records, closed.
+async fn write_log(dir: &Path, n: u64) {
+    let log = AuditLog::open(dir, 1).unwrap();
+    for i in 1..=n {
+        log.record(entry(i));
+    }
+    log.close().await;
+}
+
+fn lines(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("audit.log"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn write_lines(dir: &Path, lines: &[String]) {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    std::fs::write(dir.join("audit.log"), text).unwrap();
+}
+
+#[tokio::test]
+async fn the_chain_continues_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 3).await;
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    assert_eq!(log.record_durable(entry(4)).await.unwrap(), 4);
+    log.close().await;
+
+    let records = tail(dir.path(), 10).unwrap();
+    let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    assert_eq!(records[0].prev, GENESIS);
+    assert_eq!(records[3].prev, records[2].hash);
+    assert_eq!(verify(dir.path()).unwrap().last_seq, 4);
+}
+
+#[tokio::test]
+async fn verify_passes_on_an_intact_log() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let verified = verify(dir.path()).unwrap();
+    assert_eq!(verified.records, 5);
+    assert_eq!(verified.last_seq, 5);
+    assert_eq!(verified.head_hash, tail(dir.path(), 1).unwrap()[0].hash);
+    assert_eq!(verified.torn_bytes, 0);
+}
+
+#[tokio::test]
+async fn verify_finds_a_changed_field() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let mut log = lines(dir.path());
+    log[2] = log[2].replace("\"outcome\":\"succeeded\"", "\"outcome\":\"failed\"");
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(
+        matches!(err, VerifyError::Changed { line: 3, seq: 3 }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("seq 3"), "{err}");
+}
+
+#[tokio::test]
+async fn verify_finds_a_replaced_record_with_a_recomputed_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let mut log = lines(dir.path());
+    let old: Record = serde_json::from_str(&log[2]).unwrap();
+    let mut forged = old.entry.clone();
+    forged.outcome = "failed".into();
+    let (_, line) = Record::seal(old.seq, old.at_ms, old.node, &old.prev, forged);
+    log[2] = String::from_utf8(line).unwrap().trim_end().to_owned();
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(
+        matches!(err, VerifyError::BrokenLink { line: 4, seq: 4 }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn verify_finds_a_removed_middle_record() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let mut log = lines(dir.path());
+    log.remove(2);
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            VerifyError::Removed {
+                line: 3,
+                expected: 3,
+                found: 4
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn verify_finds_two_swapped_records() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let mut log = lines(dir.path());
+    log.swap(1, 2);
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            VerifyError::Reordered {
+                line: 2,
+                expected: 2,
+                found: 3
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn verify_finds_a_truncated_tail_via_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let log = lines(dir.path());
+    write_lines(dir.path(), &log[..3]);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            VerifyError::Truncated {
+                last_seq: 3,
+                head_seq: 5
+            }
+        ),
+        "{err}"
+    );
+    // Nor will a node write on after it.
+    assert!(AuditLog::open(dir.path(), 1).is_err());
+}
+
+#[tokio::test]
+async fn verify_finds_a_rewritten_end_of_the_chain_via_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 5).await;
+    let mut log = lines(dir.path());
+    // Records 4 and 5 forged with hashes and links recomputed: only the head can tell.
+    let mut prev: Record = serde_json::from_str(&log[2]).unwrap();
+    for line in &mut log[3..] {
+        let old: Record = serde_json::from_str(line).unwrap();
+        let mut forged = old.entry.clone();
+        forged.outcome = "failed".into();
+        let (record, bytes) = Record::seal(old.seq, old.at_ms, old.node, &prev.hash, forged);
+        *line = String::from_utf8(bytes).unwrap().trim_end().to_owned();
+        prev = record;
+    }
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(matches!(err, VerifyError::HeadMismatch { seq: 5 }), "{err}");
+}
+
+#[tokio::test]
+async fn verify_finds_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 3).await;
+    let mut log = lines(dir.path());
+    log.insert(1, "hello".into());
+    write_lines(dir.path(), &log);
+    let err = verify(dir.path()).unwrap_err();
+    assert!(matches!(err, VerifyError::Garbage { line: 2, .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_torn_last_line_is_cut_on_open_and_the_chain_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 3).await;
+    let path = dir.path().join("audit.log");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let whole = bytes.len();
+    bytes.extend_from_slice(b"{\"seq\":4,\"at_ms\":17");
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(verify(dir.path()).unwrap().torn_bytes, 19);
+
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), whole as u64);
+    assert_eq!(log.record_durable(entry(4)).await.unwrap(), 4);
+    log.close().await;
+    let verified = verify(dir.path()).unwrap();
+    assert_eq!((verified.records, verified.torn_bytes), (4, 0));
+}
+
+#[tokio::test]
+async fn open_refuses_a_damaged_last_record_and_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    write_log(dir.path(), 3).await;
+    let mut log = lines(dir.path());
+    log[2] = log[2].replace("acme", "acne");
+    write_lines(dir.path(), &log);
+    let err = AuditLog::open(dir.path(), 1).unwrap_err();
+    assert!(err.to_string().contains("line 3"), "{err}");
+}
+
+#[tokio::test]
+async fn record_durable_returns_only_after_the_bytes_are_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 7).unwrap();
+    log.record(entry(1));
+    let seq = log.record_durable(entry(2)).await.unwrap();
+    assert_eq!(seq, 2);
+    let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
+    let last: Record = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!((last.seq, last.node), (2, 7));
+    assert_eq!(last.entry, entry(2));
+    let head = std::fs::read_to_string(dir.path().join("audit.head")).unwrap();
+    assert!(head.contains(&last.hash), "{head}");
+    log.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_concurrent_records_get_gapless_seqs() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    let writers: Vec<_> = (0..8u64)
+        .map(|w| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for i in 0..500 {
+                    log.record(entry(w * 1000 + i));
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    log.flush().await.unwrap();
+    let verified = verify(dir.path()).unwrap();
+    assert_eq!((verified.records, verified.last_seq), (4000, 4000));
+    let mut calls: Vec<_> = tail(dir.path(), 4000)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.entry.call_id.unwrap())
+        .collect();
+    calls.sort();
+    calls.dedup();
+    assert_eq!(calls.len(), 4000);
+    log.close().await;
+}
+
+#[tokio::test]
+async fn records_after_close_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    log.record(entry(1));
+    log.close().await;
+    log.record(entry(2));
+    assert!(log.record_durable(entry(3)).await.is_err());
+    assert_eq!(verify(dir.path()).unwrap().records, 1);
+}

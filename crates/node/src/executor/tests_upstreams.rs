@@ -1,0 +1,258 @@
+//! MCP and HTTP upstreams against real servers on 127.0.0.1: what arrives, how retries and the
+//! circuit breaker behave.
+
+use super::test_mcp;
+use super::tests::{execution, registry, result};
+use super::*;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use serde_json::json;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn mcp_upstream(addr: SocketAddr, extra: &str) -> String {
+    format!(
+        "---\napiVersion: gatehouse.dev/v1\nkind: Upstream\nmetadata: {{name: kb, tenant: acme}}\n\
+         spec: {{type: mcp, url: 'http://{addr}/mcp', {extra}}}\n"
+    )
+}
+
+#[tokio::test]
+async fn mcp_calls_carry_context_idempotency_key_and_trace_in_meta() {
+    let upstream = test_mcp::Upstream::default();
+    let addr = test_mcp::serve(upstream.clone()).await;
+    let env: HashMap<String, String> = [("KB_TOKEN".to_owned(), "t0ken".to_owned())].into();
+    let executor = NodeExecutor::with_env(
+        registry(&mcp_upstream(addr, "credential: {env: KB_TOKEN}")),
+        Arc::new(env),
+    );
+    let mut call = execution("acme", "kb.whoami", json!({"q": "refunds"}));
+    call.skill_context = Some("Answer in French.".into());
+    let out = executor.execute(call.clone()).await.unwrap();
+    assert!(!out.is_error);
+    let answer = result(&out)["structuredContent"].clone();
+    let meta = &answer["meta"];
+    assert_eq!(meta[mcp::SKILL_CONTEXT_META], json!("Answer in French."));
+    assert_eq!(meta[mcp::IDEMPOTENCY_KEY_META], json!(call.idempotency_key));
+    let trace = meta["traceparent"].as_str().unwrap();
+    let hex = call.call_id.to_string()["call_".len()..].to_owned();
+    let parts: Vec<&str> = trace.split('-').collect();
+    assert_eq!(parts.len(), 4, "{trace}");
+    assert_eq!((parts[0], parts[1], parts[3]), ("00", hex.as_str(), "01"));
+    assert_eq!(parts[2].len(), 16);
+    assert_eq!(answer["arguments"], json!({"q": "refunds"}));
+    assert_eq!(answer["authorization"], json!("Bearer t0ken"));
+
+    // The session is kept: a second call reuses it and a tool error maps to `is_error`.
+    let out = executor
+        .execute(execution("acme", "kb.refuse", json!({})))
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(result(&out)["structuredContent"], json!({"why": "no"}));
+    assert_eq!(upstream.calls.load(Ordering::SeqCst), 2);
+
+    // Without a skill context the key is left out.
+    let out = executor
+        .execute(execution("acme", "kb.whoami", json!({})))
+        .await
+        .unwrap();
+    let meta = result(&out)["structuredContent"]["meta"].clone();
+    assert!(meta.get(mcp::SKILL_CONTEXT_META).is_none(), "{meta}");
+}
+
+#[tokio::test]
+async fn an_mcp_protocol_error_is_an_exec_error() {
+    let upstream = test_mcp::Upstream::default();
+    let addr = test_mcp::serve(upstream.clone()).await;
+    let executor = NodeExecutor::new(registry(&mcp_upstream(addr, "trusted: true")));
+    let err = executor
+        .execute(execution("acme", "kb.broken", json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("broken on purpose"), "{err}");
+}
+
+/// Method, path, query and body of one request.
+type Seen = (String, String, Option<String>, String);
+
+/// What the HTTP server saw, and how many answers fail before it succeeds.
+#[derive(Clone, Default)]
+struct Server {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    hits: Arc<AtomicUsize>,
+    failing: Arc<AtomicUsize>,
+}
+
+async fn record(State(server): State<Server>, request: Request) -> (StatusCode, String) {
+    server.hits.fetch_add(1, Ordering::SeqCst);
+    let method = request.method().to_string();
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().map(str::to_owned);
+    let body = axum::body::to_bytes(request.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    server.seen.lock().unwrap().push((
+        method,
+        path,
+        query,
+        String::from_utf8_lossy(&body).into_owned(),
+    ));
+    let failing = server.failing.load(Ordering::SeqCst);
+    if failing > 0 {
+        server.failing.store(failing - 1, Ordering::SeqCst);
+        return (StatusCode::SERVICE_UNAVAILABLE, "try later".into());
+    }
+    (StatusCode::OK, r#"{"ok":true}"#.into())
+}
+
+async fn http_server(server: Server) -> SocketAddr {
+    let app = Router::new().fallback(record).with_state(server);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+fn http_registry(addr: SocketAddr, upstream_extra: &str) -> SharedRegistry {
+    registry(&format!(
+        "---\napiVersion: gatehouse.dev/v1\nkind: Upstream\nmetadata: {{name: pets, tenant: acme}}\n\
+         spec: {{type: http, url: 'http://{addr}/v1', {upstream_extra}}}\n\
+         ---\napiVersion: gatehouse.dev/v1\nkind: Tool\nmetadata: {{name: pets.get, tenant: acme}}\n\
+         spec: {{http: {{method: GET, path: '/pets/{{id}}'}}}}\n\
+         ---\napiVersion: gatehouse.dev/v1\nkind: Tool\nmetadata: {{name: pets.rename, tenant: acme}}\n\
+         spec: {{http: {{method: PATCH, path: '/pets/{{id}}/name'}}}}\n"
+    ))
+}
+
+#[tokio::test]
+async fn http_bindings_choose_method_path_query_and_body() {
+    let server = Server::default();
+    let addr = http_server(server.clone()).await;
+    let executor = NodeExecutor::new(http_registry(addr, "trusted: false"));
+    let out = executor
+        .execute(execution(
+            "acme",
+            "pets.get",
+            json!({"id": "rex the/2nd", "fields": ["name", "age"], "limit": 5}),
+        ))
+        .await
+        .unwrap();
+    assert!(!out.is_error);
+    executor
+        .execute(execution(
+            "acme",
+            "pets.rename",
+            json!({"id": 7, "name": "Rex"}),
+        ))
+        .await
+        .unwrap();
+    let seen = server.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (
+                "GET".to_owned(),
+                "/v1/pets/rex%20the%2F2nd".to_owned(),
+                Some("fields=name&fields=age&limit=5".to_owned()),
+                String::new()
+            ),
+            (
+                "PATCH".to_owned(),
+                "/v1/pets/7/name".to_owned(),
+                None,
+                r#"{"name":"Rex"}"#.to_owned()
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn only_retry_safe_calls_are_retried_after_a_5xx() {
+    let server = Server::default();
+    let addr = http_server(server.clone()).await;
+    let executor = NodeExecutor::new(http_registry(addr, "retries: {attempts: 2, backoffMs: 1}"));
+
+    server.failing.store(1, Ordering::SeqCst);
+    let out = executor
+        .execute(execution("acme", "pets.get", json!({"id": 1})))
+        .await
+        .unwrap();
+    assert!(out.is_error, "not retry-safe: the 503 is the answer");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+
+    server.failing.store(1, Ordering::SeqCst);
+    let mut safe = execution("acme", "pets.get", json!({"id": 1}));
+    safe.retry_safe = true;
+    let out = executor.execute(safe.clone()).await.unwrap();
+    assert!(!out.is_error, "the retry succeeded");
+    assert_eq!(server.hits.load(Ordering::SeqCst), 3);
+
+    // Retries run out: one attempt and two retries, and the last answer stands.
+    server.failing.store(10, Ordering::SeqCst);
+    let out = executor.execute(safe).await.unwrap();
+    assert!(out.is_error);
+    assert_eq!(server.hits.load(Ordering::SeqCst), 6);
+}
+
+#[tokio::test]
+async fn the_breaker_fails_fast_after_consecutive_failures_and_recovers_after_cooldown() {
+    let server = Server::default();
+    let addr = http_server(server.clone()).await;
+    let executor = NodeExecutor::new(http_registry(
+        addr,
+        "circuitBreaker: {failures: 3, cooldownMs: 200}",
+    ));
+    server.failing.store(3, Ordering::SeqCst);
+    for _ in 0..3 {
+        let out = executor
+            .execute(execution("acme", "pets.get", json!({"id": 1})))
+            .await
+            .unwrap();
+        assert!(out.is_error);
+    }
+    let err = executor
+        .execute(execution("acme", "pets.get", json!({"id": 1})))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message
+            .starts_with("upstream pets is failing; circuit open for"),
+        "{err}"
+    );
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        3,
+        "the open breaker sent nothing"
+    );
+
+    // After the cooldown a probe goes through; it succeeds, and the breaker closes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let recovered = loop {
+        match executor
+            .execute(execution("acme", "pets.get", json!({"id": 1})))
+            .await
+        {
+            Ok(out) => break out,
+            Err(e) => {
+                assert!(e.message.contains("circuit open"), "{e}");
+                assert!(
+                    Instant::now() < deadline,
+                    "the breaker never let a probe through"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(!recovered.is_error);
+    assert_eq!(server.hits.load(Ordering::SeqCst), 4);
+    let out = executor
+        .execute(execution("acme", "pets.get", json!({"id": 1})))
+        .await
+        .unwrap();
+    assert!(!out.is_error);
+}

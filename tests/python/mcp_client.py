@@ -9,8 +9,9 @@ Commands:
                              the call is final or --deadline seconds pass
 
 Prints exactly one JSON object on stdout describing what it saw, and exits 0 if the server
-answered (a JSON-RPC error is an answer), 1 if it could not talk MCP at all (the object then has
-"exception"), 2 on bad usage.
+answered (a JSON-RPC error is an answer), 1 if it could not talk MCP at all or failed part way
+(the object then has "exception", beside what it saw before), 2 on bad usage. HTTP error
+statuses it met are in "http_errors".
 """
 
 from __future__ import annotations
@@ -100,10 +101,21 @@ def exception_json(error: BaseException) -> dict[str, Any]:
     return out
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace, out: dict[str, Any]) -> dict[str, Any]:
+    """Runs the command, filling `out` as it goes, so a failure part way still shows what came
+    before it."""
     headers = {"Authorization": f"Bearer {args.key}"} if args.key else None
-    transport = streamable_http_client(args.url, http_client=create_mcp_http_client(headers=headers))
-    out: dict[str, Any] = {"command": args.command}
+    http = create_mcp_http_client(headers=headers)
+    # The SDK reports an HTTP error status only as a generic JSON-RPC error: note the statuses.
+    statuses: list[int] = []
+
+    async def note_status(response: Any) -> None:
+        if response.status_code >= 400:
+            statuses.append(response.status_code)
+            out["http_errors"] = statuses
+
+    http.event_hooks["response"].append(note_status)
+    transport = streamable_http_client(args.url, http_client=http)
     async with Client(transport, mode=args.mode) as client:
         out["protocol_version"] = getattr(client.session, "protocol_version", None)
         if args.command == "list-tools":
@@ -180,8 +192,9 @@ def main() -> int:
         command.add_argument("tool")
         command.add_argument("arguments", help="the arguments as a JSON object")
     args = parser.parse_args()
+    out: dict[str, Any] = {"command": args.command}
     try:
-        out = asyncio.run(run(args))
+        asyncio.run(run(args, out))
         code = 0
     except SystemExit as error:
         if isinstance(error.code, str):
@@ -189,7 +202,7 @@ def main() -> int:
             return 2
         raise
     except BaseException as error:  # noqa: BLE001 - the test wants to see any failure as JSON
-        out = {"command": args.command, "exception": exception_json(error)}
+        out["exception"] = exception_json(error)
         code = 1
     print(json.dumps(out))
     return code

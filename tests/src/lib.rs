@@ -7,6 +7,7 @@
 
 mod client;
 pub mod flow;
+pub mod mcp_fixture;
 pub mod mcp_upstream;
 pub mod mcp_wire;
 pub mod python;

@@ -167,6 +167,42 @@ impl RawMcp {
     }
 }
 
+impl RawMcp {
+    /// POSTs only the headers of a request that declares `declared` body bytes, and reads the
+    /// status the server answers without waiting for the body. A server that refuses an
+    /// oversized body by its declared length answers at once; sending the body itself would
+    /// race the server closing the connection.
+    pub async fn declared_length_status(&self, declared: usize) -> anyhow::Result<u16> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let rest = self.url.strip_prefix("http://").context("an http:// URL")?;
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let mut stream = tokio::net::TcpStream::connect(authority).await?;
+        let mut head = format!(
+            "POST /{path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n\
+             MCP-Protocol-Version: {PROTOCOL_VERSION}\r\nContent-Length: {declared}\r\n"
+        );
+        if let Some(key) = &self.key {
+            head.push_str(&format!("Authorization: Bearer {key}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await?;
+        let mut answer = [0u8; 64];
+        let mut read = 0;
+        while read < 12 {
+            let n = stream.read(&mut answer[read..]).await?;
+            if n == 0 {
+                bail!("the server closed the connection without an answer");
+            }
+            read += n;
+        }
+        let line = String::from_utf8_lossy(&answer[..read]);
+        line.get(9..12)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("not an HTTP status line: {line:?}"))
+    }
+}
+
 /// As rmcp's client writes `Mcp-Name`: as it is if it is printable ASCII without leading or
 /// trailing blanks, otherwise base64 in `=?base64?...?=`.
 fn header_value(value: &str) -> String {

@@ -55,42 +55,50 @@ pub fn binary() -> anyhow::Result<PathBuf> {
 }
 
 impl Gateway {
-    /// Starts a single-node gateway on loopback ports of its own, applies the bench tenant with
-    /// `upstream_url` as its MCP upstream, and waits until its MCP front lists the tools.
+    /// Starts `gatehouse dev` (one node) on loopback ports of its own, applies the bench tenant
+    /// with `upstream_url` as its MCP upstream, and waits until its MCP front lists the tools.
     pub fn start(bin: &Path, upstream_url: &str) -> anyhow::Result<Gateway> {
         let dir = tempfile::tempdir()?;
         let data = dir.path().join("node");
         let log = std::fs::File::create(dir.path().join("node.log"))?;
+        // `gatehouse dev`: one node with the demo tenant; the bench adds its own tenant.
         let mut child = Command::new(bin)
-            .args(["serve", "--node-id", "1", "--data-dir"])
+            .args(["dev", "--data-dir"])
             .arg(&data)
-            .args([
-                "--grpc",
-                "127.0.0.1:0",
-                "--http",
-                "127.0.0.1:0",
-                "--bootstrap",
-            ])
+            .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        // The first line says the node is serving; by then it has written its files. The rest
-        // is drained so the node never writes into a closed pipe.
+        // It prints its guide once its keys are written; the rest of its output is drained so
+        // it never writes into a closed pipe.
         let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let mut said = Vec::new();
+        for line in lines.by_ref() {
+            let line = line?;
+            let ready = line.starts_with("gatehouse dev:");
+            said.push(line);
+            if ready {
+                break;
+            }
+        }
         std::thread::spawn(move || lines.for_each(drop));
+        let failed = |what: &str| {
+            let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
+            format!("the gateway wrote no {what}; it said {said:?}; its log:\n{log}")
+        };
         let identity: Identity = std::fs::read_to_string(data.join("node.json"))
             .ok()
             .and_then(|text| serde_json::from_str(&text).ok())
-            .with_context(|| {
-                let log = std::fs::read_to_string(dir.path().join("node.log")).unwrap_or_default();
-                format!("the gateway said {first:?} and wrote no node.json; its log:\n{log}")
-            })?;
-        let admin_key = std::fs::read_to_string(data.join("admin.key"))
-            .context("the bootstrap admin key")?
-            .trim()
+            .with_context(|| failed("node.json"))?;
+        let credentials: serde_json::Value = std::fs::read_to_string(data.join("credentials.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .with_context(|| failed("credentials.json"))?;
+        let admin_key = credentials["admin"]
+            .as_str()
+            .context("credentials.json names no admin key")?
             .to_owned();
         let gateway = Gateway {
             child,

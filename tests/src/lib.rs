@@ -7,10 +7,15 @@
 
 mod client;
 pub mod flow;
+pub mod mcp_fixture;
+pub mod mcp_upstream;
+pub mod mcp_wire;
+pub mod python;
 mod router;
 pub mod upstream;
 
 pub use client::{Admin, tenant};
+pub use mcp_upstream::{McpCall, McpUpstream};
 pub use router::Router;
 pub use upstream::{Invocation, RecordingUpstream};
 

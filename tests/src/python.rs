@@ -1,0 +1,175 @@
+//! Drives the official Python MCP SDK from tests: `scripts/python-env` makes (once per machine)
+//! a virtual environment with the pinned `mcp` package, and `tests/python/mcp_client.py` runs one
+//! command against an MCP endpoint and prints what it saw as one JSON object.
+//!
+//! The environment is prepared once per test process; the script holds a lock file while it
+//! checks or makes the environment, so parallel test processes do not race. Without `python3` the tests that need it skip, saying so.
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository")
+        .to_path_buf()
+}
+
+fn script() -> PathBuf {
+    repo_root().join("tests/python/mcp_client.py")
+}
+
+/// The venv's python, or why there is none: `Err` carries the message a skipping test prints.
+static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+
+fn prepare() -> Result<PathBuf, String> {
+    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let found = Command::new(&python)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        return Err(format!(
+            "no {} on PATH: the Python MCP interoperability tests are skipped",
+            python.to_string_lossy()
+        ));
+    }
+    let root = repo_root();
+    let output = Command::new(root.join("scripts/python-env"))
+        .current_dir(&root)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running scripts/python-env: {e}"))?;
+    if !output.status.success() {
+        // python3 is there, so a failure to set up is a failure, not a skip.
+        panic!(
+            "scripts/python-env failed ({}); see its message above",
+            output.status
+        );
+    }
+    let path = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    Ok(PathBuf::from(path))
+}
+
+/// The environment's python; `None` (after printing why) if the tests must skip.
+pub fn venv_python() -> Option<PathBuf> {
+    match VENV.get_or_init(prepare) {
+        Ok(path) => Some(path.clone()),
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+    }
+}
+
+/// One run of `mcp_client.py` against `url` with `key`.
+#[derive(Debug, Clone)]
+pub struct PythonClient {
+    python: PathBuf,
+    url: String,
+    key: Option<String>,
+    extra: Vec<String>,
+}
+
+/// A run in the background: the test acts (approves, rejects) while the client polls.
+#[derive(Debug)]
+pub struct Running {
+    child: Child,
+}
+
+impl Running {
+    /// Waits for the client to finish and reads what it printed.
+    pub fn finish(self) -> anyhow::Result<Value> {
+        parse(self.child.wait_with_output()?)
+    }
+}
+
+impl PythonClient {
+    /// A client of `url`; `None` (the test skips) if there is no Python.
+    pub fn new(url: &str, key: Option<&str>) -> Option<PythonClient> {
+        Some(PythonClient {
+            python: venv_python()?,
+            url: url.to_owned(),
+            key: key.map(str::to_owned),
+            extra: Vec::new(),
+        })
+    }
+
+    /// The SDK's protocol negotiation: `auto` (its default), `legacy`, or a version.
+    pub fn mode(mut self, mode: &str) -> Self {
+        self.extra.extend(["--mode".into(), mode.into()]);
+        self
+    }
+
+    /// How long `call-and-poll` polls before giving up, in seconds.
+    pub fn deadline(mut self, seconds: f64) -> Self {
+        self.extra
+            .extend(["--deadline".into(), seconds.to_string()]);
+        self
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.python);
+        command.arg(script()).arg("--url").arg(&self.url);
+        if let Some(key) = &self.key {
+            command.arg("--key").arg(key);
+        }
+        command.args(&self.extra).args(args);
+        command
+    }
+
+    /// Runs a command to its end; the JSON object it printed.
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<Value> {
+        let output = self
+            .command(args)
+            .output()
+            .context("running mcp_client.py")?;
+        parse(output)
+    }
+
+    /// Starts a command and returns at once.
+    pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Running> {
+        let child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting mcp_client.py")?;
+        Ok(Running { child })
+    }
+
+    pub fn list_tools(&self) -> anyhow::Result<Value> {
+        self.run(&["list-tools"])
+    }
+
+    pub fn call(&self, tool: &str, arguments: &Value) -> anyhow::Result<Value> {
+        self.run(&["call", tool, &arguments.to_string()])
+    }
+
+    pub fn call_and_poll(&self, tool: &str, arguments: &Value) -> anyhow::Result<Running> {
+        self.spawn(&["call-and-poll", tool, &arguments.to_string()])
+    }
+}
+
+/// The object printed on stdout; exit status 1 still printed one (with `exception`).
+fn parse(output: Output) -> anyhow::Result<Value> {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let Some(line) = stdout.lines().rev().find(|l| l.starts_with('{')) else {
+        bail!(
+            "mcp_client.py printed no JSON ({}); stdout: {stdout}; stderr: {stderr}",
+            output.status
+        );
+    };
+    let value: Value = serde_json::from_str(line)
+        .with_context(|| format!("mcp_client.py printed {line}; stderr: {stderr}"))?;
+    if !output.status.success() && value.get("exception").is_none() {
+        bail!("mcp_client.py failed ({}): {stderr}", output.status);
+    }
+    Ok(value)
+}

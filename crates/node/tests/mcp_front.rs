@@ -859,3 +859,102 @@ async fn names_of(client: &RunningService<RoleClient, ListWatcher>) -> Vec<Strin
         .map(|t| t.name.into_owned())
         .collect()
 }
+
+/// A client's own idempotency key in `_meta`: the repeat answers with the recorded call and its
+/// result, and the tool ran once (the built-in transfer logs every execution in its ledger,
+/// outside the registry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_idempotency_key_answers_with_the_recorded_call_and_runs_once() {
+    let fixture = Fixture::start().await;
+    let acme = Some("acme");
+    fixture
+        .apply(vec![
+            resource("Upstream", "ledger", acme, json!({"type": "builtin"})),
+            resource(
+                "Tool",
+                "ledger.transfer",
+                acme,
+                json!({"inputSchema": {"type": "object"}, "approvalMode": "read_only"}),
+            ),
+        ])
+        .await;
+    let bot = fixture.client(BOT).await;
+    let keyed = |amount: i64| {
+        let mut params = call(
+            "ledger.transfer",
+            json!({"from": "alice", "to": "bob", "amount": amount}),
+        );
+        let mut meta = JsonObject::new();
+        meta.insert(
+            "dev.gatehouse/idempotency-key".to_owned(),
+            json!("order-42"),
+        );
+        params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+            meta,
+        )));
+        params
+    };
+    let first = bot.call_tool(keyed(10)).await.unwrap();
+    let again = bot.call_tool(keyed(10)).await.unwrap();
+    let id = |r: &CallToolResult| meta_of(r, "dev.gatehouse/call-id").cloned();
+    assert_eq!(first.is_error, Some(false), "{first:?}");
+    assert_eq!(id(&first), id(&again), "the repeat names the recorded call");
+    assert_eq!(text_of(&again), text_of(&first), "and answers its result");
+    // The same key with other arguments is a conflict, not a second call.
+    let other = bot.call_tool(keyed(11)).await.unwrap();
+    assert_eq!(error_of(&other)["code"], "conflict");
+
+    let ledger = fixture.dir.path().join("node-1/builtin/demo-ledger.json");
+    let ledger: Value = serde_json::from_slice(&std::fs::read(ledger).unwrap()).unwrap();
+    assert_eq!(ledger["transfers"].as_array().unwrap().len(), 1, "{ledger}");
+    assert_eq!(ledger["balances"]["alice"], 990);
+    bot.cancel().await.unwrap();
+    fixture.node.shutdown().await;
+}
+
+/// A tenant's budget for a tool: the call past it is refused with `rate_limited`, a retry-after
+/// in milliseconds, and nothing run; other tools are not held back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_budget_is_refused_with_a_retry_after_hint() {
+    let fixture = Fixture::start().await;
+    fixture
+        .apply(vec![resource(
+            "Policy",
+            "budget",
+            Some("acme"),
+            json!({"budgets": [{"tools": "demo.*", "calls": 2, "perSeconds": 3600}]}),
+        )])
+        .await;
+    let bot = fixture.client(BOT).await;
+    for _ in 0..2 {
+        let ok = bot
+            .call_tool(call("demo.echo", json!({"text": "x"})))
+            .await
+            .unwrap();
+        assert_eq!(ok.is_error, Some(false), "{ok:?}");
+    }
+    let refused = bot
+        .call_tool(call("demo.echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    let error = error_of(&refused);
+    assert_eq!(error["code"], "rate_limited");
+    assert_eq!(error["retryable"], true);
+    // 2 calls per hour: a token comes back every 1,800 s.
+    let after = error["retry_after_ms"].as_u64().expect("a retry-after");
+    assert!(after > 1_700_000 && after <= 1_800_000, "{after}");
+    let other = bot
+        .call_tool(call("bank.echo", json!({"amount": 1})))
+        .await
+        .unwrap();
+    assert_ne!(
+        other
+            .structured_content
+            .as_ref()
+            .and_then(|s| s.get("error"))
+            .map(|e| e["code"].clone()),
+        Some(json!("rate_limited"))
+    );
+    bot.cancel().await.unwrap();
+    fixture.node.shutdown().await;
+}

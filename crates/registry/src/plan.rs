@@ -60,7 +60,65 @@ impl From<SchemaError> for PlanError {
     }
 }
 
+/// Compiled argument validators per (tenant, tool, tool generation), so a tool's schema compiles
+/// once rather than on every call. A changed tool has a new generation, so an entry is never
+/// stale; old ones age out. Cheap to clone: clones share one cache.
+#[derive(Clone)]
+pub struct Validators {
+    compiled: moka::sync::Cache<(String, String, u64), std::sync::Arc<ArgValidator>>,
+}
+
+impl std::fmt::Debug for Validators {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Validators")
+            .field("entries", &self.compiled.entry_count())
+            .finish()
+    }
+}
+
+impl Validators {
+    pub fn new(max_entries: u64) -> Self {
+        Validators {
+            compiled: moka::sync::Cache::new(max_entries),
+        }
+    }
+
+    fn get(
+        &self,
+        tenant: &str,
+        tool_name: &str,
+        generation: u64,
+        tool: &crate::resource::ToolSpec,
+    ) -> Result<std::sync::Arc<ArgValidator>, SchemaError> {
+        let key = (tenant.to_owned(), tool_name.to_owned(), generation);
+        if let Some(found) = self.compiled.get(&key) {
+            return Ok(found);
+        }
+        let compiled = std::sync::Arc::new(ArgValidator::new(tool)?);
+        self.compiled.insert(key, compiled.clone());
+        Ok(compiled)
+    }
+}
+
+/// Plans a call, compiling the tool's argument validator afresh.
 pub fn plan_call(registry: &Registry, req: &CallRequest<'_>) -> Result<Plan, PlanError> {
+    plan(registry, req, None)
+}
+
+/// Plans a call with compiled validators from `validators`: what a node's call path uses.
+pub fn plan_call_with(
+    registry: &Registry,
+    req: &CallRequest<'_>,
+    validators: &Validators,
+) -> Result<Plan, PlanError> {
+    plan(registry, req, Some(validators))
+}
+
+fn plan(
+    registry: &Registry,
+    req: &CallRequest<'_>,
+    validators: Option<&Validators>,
+) -> Result<Plan, PlanError> {
     if !registry.tenant_exists(req.tenant) {
         return Err(PlanError::UnknownTenant(req.tenant.to_owned()));
     }
@@ -74,7 +132,12 @@ pub fn plan_call(registry: &Registry, req: &CallRequest<'_>) -> Result<Plan, Pla
     let (tool, tool_generation) = registry
         .tool(req.tenant, req.tool)
         .ok_or_else(|| PlanError::UnknownTool(req.tool.to_owned()))?;
-    let problems = ArgValidator::new(tool)?.validate(req.arguments);
+    let problems = match validators {
+        Some(cache) => cache
+            .get(req.tenant, req.tool, tool_generation, tool)?
+            .validate(req.arguments),
+        None => ArgValidator::new(tool)?.validate(req.arguments),
+    };
     if !problems.is_empty() {
         return Err(PlanError::InvalidArguments(problems));
     }

@@ -115,8 +115,9 @@ gatehouse dev: one node, tenant `demo`, tools demo.echo (read_only) and demo.tra
   gRPC           {grpc}
   keys           {creds}   (admin, agent, approver)
 
-Connect an MCP client, e.g. the Python SDK:
-  streamablehttp_client(\"http://{http}/mcp\", headers={{\"Authorization\": \"Bearer {agent}\"}})
+Connect an MCP client with the agent key, e.g. the Python SDK (mcp 2.3):
+  http = httpx2.AsyncClient(headers={{\"Authorization\": \"Bearer {agent}\"}})
+  async with Client(streamable_http_client(\"http://{http}/mcp\", http_client=http)) as mcp: ...
 Call demo.transfer: it waits for approval. Approve it with
   export GATEHOUSE_ADDR={grpc} GATEHOUSE_TOKEN=$(python3 -c 'import json;print(json.load(open(\"{creds}\"))[\"approver\"])')
   gatehouse approvals list

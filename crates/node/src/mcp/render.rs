@@ -56,7 +56,8 @@ pub fn call_result(envelope: &Envelope) -> CallToolResult {
 }
 
 /// What an upstream answered, as a `CallToolResult`. An MCP upstream's answer is one already
-/// (an object of `content`, `structuredContent`, `isError` and `_meta` only); anything else is
+/// (an object of `content`, `structuredContent`, `isError`, `_meta` and `resultType` only);
+/// anything else is
 /// JSON of an HTTP or built-in tool, given as text and, when it is an object, as
 /// `structuredContent`.
 pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
@@ -66,14 +67,17 @@ pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
         && object.keys().all(|k| {
             matches!(
                 k.as_str(),
-                "content" | "structuredContent" | "isError" | "_meta"
+                "content" | "structuredContent" | "isError" | "_meta" | "resultType"
             )
         })
         && let Ok(mut result) =
             serde_json::from_value::<CallToolResult>(Value::Object(object.clone()))
     {
-        // The upstream's own _meta is its business; the gateway's envelope replaces it.
+        // The upstream's own _meta is its business; the gateway's envelope replaces it. The
+        // upstream may speak an older revision: a 2026-07-28 client needs `resultType`
+        // (rmcp strips it again for older clients).
         result.meta = None;
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
         if is_error {
             result.is_error = Some(true);
         }
@@ -211,6 +215,17 @@ mod tests {
         );
         assert_eq!(mcp.content[0].as_text().unwrap().text, "hi");
         assert_eq!(mcp.meta, None);
+        // Whatever revision the upstream spoke, a 2026-07-28 client gets `resultType`.
+        assert_eq!(mcp.result_type, Some(rmcp::model::ResultType::COMPLETE));
+        let newer = upstream_result(
+            r#"{"content":[{"type":"text","text":"hi"}],"resultType":"complete"}"#,
+            false,
+        );
+        assert_eq!(newer.content[0].as_text().unwrap().text, "hi");
+        assert_eq!(
+            newer.structured_content, None,
+            "passed through, not wrapped"
+        );
 
         let other = upstream_result(r#"{"balance": 12, "content": "not a list"}"#, false);
         assert_eq!(

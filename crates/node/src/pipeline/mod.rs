@@ -19,7 +19,7 @@ use crate::budget::{Budgets, RetryAfter};
 use crate::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_audit::{AuditLog, Kind};
-use gatehouse_registry::plan::{CallRequest, Plan, PlanError, plan_call};
+use gatehouse_registry::plan::{CallRequest, Plan, PlanError, Validators, plan_call_with};
 use gatehouse_registry::resource::ToolSpec;
 use gatehouse_registry::{
     ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied, ToolsetInfo,
@@ -53,6 +53,7 @@ pub struct Pipeline {
     actors: Actors,
     executor: Arc<dyn Executor>,
     budgets: Budgets,
+    validators: Validators,
     authenticator: Authenticator,
     audit: AuditLog,
 }
@@ -78,6 +79,7 @@ impl Pipeline {
             actors,
             executor,
             budgets: Budgets::new(),
+            validators: Validators::new(10_000),
             authenticator,
             audit,
         }
@@ -205,7 +207,7 @@ impl Pipeline {
             .registry
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        plan_call(
+        plan_call_with(
             &registry,
             &CallRequest {
                 id: CallId::from_random(rand::random()),
@@ -219,6 +221,7 @@ impl Pipeline {
                 idempotency_key: input.idempotency_key.as_deref(),
                 requested_mode: input.requested_mode,
             },
+            &self.validators,
         )
         .map_err(|e| GatewayError::from(&e))
     }

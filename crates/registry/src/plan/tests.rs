@@ -255,3 +255,39 @@ fn a_skill_resolves_to_tools_by_category_minus_policy_denials() {
     assert!(categories.contains(&"payments".to_owned()));
     assert!(r.resolve_skill_tools("globex", "no-such-skill").is_none());
 }
+
+#[test]
+fn cached_validators_decide_as_fresh_ones_and_follow_a_changed_tool() {
+    let mut r = registry();
+    let validators = Validators::new(100);
+    let good = json!({"payment_id": "pay_ABCDEFGH", "amount": 250, "currency": "EUR"});
+    let bad = json!({"payment_id": "nope", "amount": 60000, "currency": "GBP"});
+    for args in [&good, &bad, &good] {
+        let req = request("support-bot", "billing.create_refund", args);
+        let fresh = plan_call(&r, &req).map(|p| p.call);
+        let cached = plan_call_with(&r, &req, &validators).map(|p| p.call);
+        assert_eq!(fresh, cached);
+    }
+    // A new declaration of the tool is a new generation: its schema, not the cached one, holds.
+    let strict = documents::parse(
+        "strict",
+        "apiVersion: gatehouse.dev/v1\nkind: Tool\nmetadata: {name: billing.create_refund, tenant: globex}\n\
+         spec: {approvalMode: destructive, inputSchema: {type: object, required: [reason]}}\n",
+    );
+    r.apply(
+        2,
+        &Proposal {
+            request_id: Uuid::from_u128(2),
+            at: 0,
+            command: Command::Put {
+                resources: strict.into_resources(),
+            },
+        },
+    )
+    .unwrap();
+    let req = request("support-bot", "billing.create_refund", &good);
+    assert!(matches!(
+        plan_call_with(&r, &req, &validators),
+        Err(PlanError::InvalidArguments(_))
+    ));
+}

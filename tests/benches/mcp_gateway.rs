@@ -26,6 +26,9 @@ const HELP: &str = "usage: mcp_gateway [--calls N] [--rounds R] [--sessions C] [
   --direct-only  only the direct runs (no gateway process)
 The gateway binary is target/<profile>/gatehouse (scripts/bench-mcp builds it) or GATEHOUSE_BIN.";
 
+/// How long the idle gateway's CPU use is sampled.
+const IDLE_SAMPLE: Duration = Duration::from_secs(2);
+
 struct Settings {
     calls: usize,
     rounds: usize,
@@ -77,6 +80,8 @@ struct Tally {
     /// Gateway CPU time over the measured calls, and their count.
     cpu: Duration,
     cpu_calls: usize,
+    /// Wall time of the runs whose CPU was measured.
+    cpu_elapsed: Duration,
 }
 
 impl Tally {
@@ -109,6 +114,11 @@ fn main() -> anyhow::Result<()> {
         Some(Gateway::start(&gateway::binary()?, &upstream.url())?)
     };
     let ticks = gateway::ticks_per_second();
+    // What the idle gateway burns per second, taken off its CPU per call.
+    let idle_per_second = match &gateway {
+        Some(g) => gateway::idle_cpu_per_second(g.pid(), ticks, IDLE_SAMPLE)?,
+        None => 0.0,
+    };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "mcp gateway bench: read-only tools/call `echo` via rmcp upstream, stateless 2026-07-28 \
@@ -116,6 +126,12 @@ fn main() -> anyhow::Result<()> {
          upstream and gateway",
         settings.calls, settings.rounds
     );
+    if gateway.is_some() {
+        println!(
+            "idle gateway: {:.2} ms CPU per second (taken off its CPU per call)",
+            idle_per_second * 1e3
+        );
+    }
 
     let arguments = json!({"text": "bench"});
     let direct = Target {
@@ -159,6 +175,7 @@ fn main() -> anyhow::Result<()> {
                 if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
                     tally.cpu += after.saturating_sub(before);
                     tally.cpu_calls += run.latencies.len();
+                    tally.cpu_elapsed += run.elapsed;
                 }
                 println!(
                     "  round {} {label:>10} ({sessions:>2} sessions) {:>7}: {:>8.0} calls/s",
@@ -183,7 +200,10 @@ fn main() -> anyhow::Result<()> {
                 continue;
             }
             let cpu = if tally.cpu_calls > 0 {
-                format!("{:.1} us", micros(tally.cpu) / tally.cpu_calls as f64)
+                // Less what the idle node burns meanwhile (heartbeats, timers).
+                let idle = idle_per_second * tally.cpu_elapsed.as_secs_f64();
+                let net = (micros(tally.cpu) - idle * 1e6).max(0.0);
+                format!("{:.1} us", net / tally.cpu_calls as f64)
             } else {
                 "-".into()
             };

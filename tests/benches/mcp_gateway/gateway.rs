@@ -219,6 +219,18 @@ pub fn cpu_time(pid: u32, ticks_per_second: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(ticks as f64 / ticks_per_second))
 }
 
+/// Seconds of CPU the process uses per second while nobody calls it, sampled over `sample`.
+pub fn idle_cpu_per_second(
+    pid: u32,
+    ticks_per_second: f64,
+    sample: Duration,
+) -> anyhow::Result<f64> {
+    let before = cpu_time(pid, ticks_per_second)?;
+    std::thread::sleep(sample);
+    let after = cpu_time(pid, ticks_per_second)?;
+    Ok(after.saturating_sub(before).as_secs_f64() / sample.as_secs_f64())
+}
+
 /// The kernel's clock ticks per second (`getconf CLK_TCK`); 100 if it cannot be asked.
 pub fn ticks_per_second() -> f64 {
     Command::new("getconf")

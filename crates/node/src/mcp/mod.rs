@@ -2,7 +2,7 @@
 //! clients of MCP 2025-11-25 (sessions opened by `initialize`) and 2026-07-28 (stateless).
 //!
 //! A request passes the guard (credential, tenant, body size, JSON-RPC shape), then rmcp (Host
-//! and Origin checks, sessions, protocol versions), then the [`handler::Handler`], which turns
+//! and Origin checks, sessions, protocol versions), then the `Handler` (handler.rs), which turns
 //! MCP requests into calls of the shared [`Pipeline`] and its envelopes back into MCP results.
 //! Nothing here decides whether a call may run: that is the pipeline's and the registry's.
 

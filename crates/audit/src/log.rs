@@ -142,6 +142,20 @@ impl AuditLog {
     }
 }
 
+/// How long a batch of fire-and-forget records may wait for company before it is written: the
+/// most a crash can lose of records nobody waited for, beyond those still queued.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+
+impl Msg {
+    /// Someone waits on it: a durable record, a flush, a close.
+    fn urgent(&self) -> bool {
+        match self {
+            Msg::Record { done, .. } => done.is_some(),
+            Msg::Flush(_) | Msg::Close(_) => true,
+        }
+    }
+}
+
 fn closed() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "audit log closed")
 }
@@ -160,6 +174,24 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
             match rx.try_recv() {
                 Ok(msg) => msgs.push(msg),
                 Err(_) => break,
+            }
+        }
+        // Nobody waits on this batch: let it gather for a moment, so a steady trickle of
+        // fire-and-forget records costs one sync per LINGER rather than one per record. A
+        // durable record, a flush or a close ends the wait at once.
+        if !msgs.iter().any(Msg::urgent) {
+            let deadline = tokio::time::Instant::now() + LINGER;
+            while msgs.len() < MAX_BATCH {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(msg)) => {
+                        let urgent = msg.urgent();
+                        msgs.push(msg);
+                        if urgent {
+                            break;
+                        }
+                    }
+                    Ok(None) | Err(_) => break,
+                }
             }
         }
         let mut entries = Vec::new();

@@ -12,6 +12,7 @@ use crate::pipeline::Pipeline;
 use crate::pipeline::audit::Audited;
 use crate::services;
 use anyhow::{Context, bail};
+use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
 use gatehouse_audit::AuditLog;
 use gatehouse_proto::v1 as pb;
@@ -332,6 +333,13 @@ fn serve_http(
             let _ = stopped.wait_for(|s| *s).await;
             mcp_stop.cancel();
         };
+        // An answer streamed as SSE is several small writes: without NODELAY each waits for the
+        // client's delayed ACK (40 ms).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!(error = %e, "TCP_NODELAY not set on an HTTP connection");
+            }
+        });
         if let Err(e) = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown)
             .await

@@ -45,6 +45,8 @@ pub fn router(pipeline: Pipeline, settings: McpSettings, stop: CancellationToken
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
         .with_max_request_body_bytes(settings.max_body_bytes)
+        // A stateless request that needs no stream is answered as plain JSON.
+        .with_json_response(true)
         .with_allowed_origins(settings.allowed_origins.clone())
         .enforce_origin_validation();
     config = if settings.allowed_hosts.iter().any(|h| h == "*") {

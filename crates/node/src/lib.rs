@@ -23,3 +23,4 @@ pub mod node_files;
 pub mod pipeline;
 pub mod server;
 pub mod services;
+pub mod time;

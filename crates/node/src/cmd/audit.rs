@@ -3,6 +3,7 @@
 use crate::cli::Output;
 use crate::config::RawServeConfig;
 use crate::node_files::AUDIT_DIR;
+use crate::time::rfc3339;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use gatehouse_audit::Record;
@@ -110,7 +111,7 @@ fn line(record: &Record) -> String {
     let mut text = format!(
         "{:>6} {} {kind} tenant={} chain={chain} target={} mode={} decision={} outcome={}",
         record.seq,
-        utc(record.at_ms),
+        rfc3339(record.at_ms),
         or_dash(&e.tenant),
         or_dash(&e.target),
         or_dash(&e.mode),
@@ -132,39 +133,4 @@ fn line(record: &Record) -> String {
         text.push_str(&format!(" output_len={len}"));
     }
     text
-}
-
-/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn utc(at_ms: u64) -> String {
-    let secs = at_ms / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        at_ms % 1000
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::utc;
-
-    #[test]
-    fn times_print_as_utc() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(utc(1_795_275_398_007), "2026-11-21T15:36:38.007Z");
-    }
 }

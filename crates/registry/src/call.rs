@@ -4,7 +4,6 @@
 
 use crate::mode::ApprovalMode;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::fmt;
 
 /// Milliseconds since the Unix epoch, always carried by the command: apply reads no clock.
@@ -61,10 +60,26 @@ impl CallState {
     }
 }
 
+impl CallState {
+    /// The state's name, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallState::Pending => "pending",
+            CallState::Approved => "approved",
+            CallState::Rejected => "rejected",
+            CallState::Cancelled => "cancelled",
+            CallState::Expired => "expired",
+            CallState::Executing => "executing",
+            CallState::Succeeded => "succeeded",
+            CallState::Failed => "failed",
+            CallState::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+}
+
 impl fmt::Display for CallState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = serde_json::to_value(self).ok();
-        f.write_str(text.as_ref().and_then(Value::as_str).unwrap_or("?"))
+        f.write_str(self.as_str())
     }
 }
 
@@ -210,5 +225,28 @@ impl Call {
 
     pub fn id(&self) -> &CallId {
         &self.spec.id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CallState;
+
+    #[test]
+    fn state_names_are_their_serialised_form() {
+        for state in [
+            CallState::Pending,
+            CallState::Approved,
+            CallState::Rejected,
+            CallState::Cancelled,
+            CallState::Expired,
+            CallState::Executing,
+            CallState::Succeeded,
+            CallState::Failed,
+            CallState::OutcomeUnknown,
+        ] {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+            assert_eq!(state.to_string(), state.as_str());
+        }
     }
 }

@@ -108,7 +108,7 @@ pub fn error_result(error: &GatewayError, envelope: Option<&Envelope>) -> CallTo
     let mut words = format!("{}: {}", error.code.as_str(), error.message);
     if let Some(envelope) = envelope {
         detail["call_id"] = envelope.call_id.clone().into();
-        detail["state"] = state_name(envelope.state).into();
+        detail["state"] = envelope.state.as_str().into();
         if let Some(at) = envelope.expires_at_ms {
             detail["expires_at"] = rfc3339(at).into();
             detail["expires_at_ms"] = at.into();
@@ -140,7 +140,7 @@ pub fn settled(envelope: &Envelope) -> CallToolResult {
 /// `gatehouse.call_status` for a call still under way: not an error of the status call itself,
 /// but the state in words and as structured content.
 pub fn in_progress(envelope: &Envelope) -> CallToolResult {
-    let state = state_name(envelope.state);
+    let state = envelope.state.as_str();
     let mut words = format!("call {} is {state}", envelope.call_id);
     let mut detail = json!({
         "call_id": envelope.call_id,
@@ -157,20 +157,6 @@ pub fn in_progress(envelope: &Envelope) -> CallToolResult {
     result.structured_content = Some(detail);
     result.meta = Some(envelope_meta(envelope));
     result
-}
-
-pub fn state_name(state: CallState) -> &'static str {
-    match state {
-        CallState::Pending => "pending",
-        CallState::Approved => "approved",
-        CallState::Executing => "executing",
-        CallState::Succeeded => "succeeded",
-        CallState::Failed => "failed",
-        CallState::Rejected => "rejected",
-        CallState::Expired => "expired",
-        CallState::Cancelled => "cancelled",
-        CallState::OutcomeUnknown => "outcome_unknown",
-    }
 }
 
 pub use crate::time::rfc3339;

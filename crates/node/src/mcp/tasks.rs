@@ -67,10 +67,7 @@ pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<
         .map_err(|e| McpError::invalid_params(e.message, None))?;
     if envelope.state.is_finished() || envelope.state == CallState::OutcomeUnknown {
         return Err(McpError::invalid_params(
-            format!(
-                "task {task_id} is already {}",
-                render::state_name(envelope.state)
-            ),
+            format!("task {task_id} is already {}", envelope.state.as_str()),
             None,
         ));
     }
@@ -100,7 +97,7 @@ pub fn envelope_json(envelope: &Envelope) -> Value {
         "call_id": envelope.call_id,
         "tenant": envelope.tenant,
         "tool": envelope.tool,
-        "state": render::state_name(envelope.state),
+        "state": envelope.state.as_str(),
         "effective_mode": envelope.effective_mode,
         "policy_decision_id": envelope.policy_decision_id,
         "trace_id": envelope.trace_id,
@@ -149,7 +146,7 @@ fn status_message(envelope: &Envelope) -> String {
         ),
         CallState::Approved => "approved, about to run".to_owned(),
         CallState::Executing => "running".to_owned(),
-        other => render::state_name(other).to_owned(),
+        other => other.as_str().to_owned(),
     }
 }
 

@@ -5,20 +5,23 @@
 use super::{CallInput, Envelope, GatewayError};
 use crate::auth::Caller;
 use gatehouse_audit::{Entry, Kind};
-use gatehouse_registry::CallState;
 use gatehouse_registry::canonical::{canonical_json, sha256_hex};
 
 /// The principal chain, outermost first: the end user, the agent, the A2A peer.
-pub fn chain(caller: &Caller, a2a_peer: Option<&str>) -> Vec<String> {
+fn chain_of(end_user: Option<&str>, agent: &str, a2a_peer: Option<&str>) -> Vec<String> {
     let mut chain = Vec::with_capacity(3);
-    if let Some(user) = &caller.end_user {
+    if let Some(user) = end_user {
         chain.push(format!("user:{user}"));
     }
-    chain.push(format!("agent:{}", caller.name));
+    chain.push(format!("agent:{agent}"));
     if let Some(peer) = a2a_peer {
         chain.push(format!("peer:{peer}"));
     }
     chain
+}
+
+fn chain(caller: &Caller, a2a_peer: Option<&str>) -> Vec<String> {
+    chain_of(caller.end_user.as_deref(), &caller.name, a2a_peer)
 }
 
 /// A call the pipeline ran, proposed, or found recorded under the caller's idempotency key.
@@ -41,7 +44,7 @@ pub fn call_entry(caller: &Caller, input: &CallInput, envelope: &Envelope) -> En
         args_sha256: Some(envelope.args_sha256.clone()),
         output_sha256,
         output_len,
-        outcome: outcome(envelope.state),
+        outcome: envelope.state.as_str().to_owned(),
         trace_id: Some(envelope.trace_id.clone()),
     }
 }
@@ -85,10 +88,6 @@ pub fn pull_entry(
         outcome,
         ..Entry::default()
     }
-}
-
-pub fn outcome(state: CallState) -> String {
-    state.to_string()
 }
 
 /// The executor the tenant actors use, auditing each execution of a replicated call on this
@@ -140,15 +139,11 @@ impl gatehouse_actors::Executor for Audited {
                 tenant: Some(execution.tenant.clone()),
                 chain: call.map_or_else(Vec::new, |c| {
                     let chain = &c.spec.chain;
-                    let mut out = Vec::new();
-                    if let Some(user) = &chain.end_user {
-                        out.push(format!("user:{user}"));
-                    }
-                    out.push(format!("agent:{}", chain.agent));
-                    if let Some(peer) = &chain.a2a_peer {
-                        out.push(format!("peer:{peer}"));
-                    }
-                    out
+                    chain_of(
+                        chain.end_user.as_deref(),
+                        &chain.agent,
+                        chain.a2a_peer.as_deref(),
+                    )
                 }),
                 target: Some(execution.tool.clone()),
                 mode: call.map(|c| c.spec.effective_mode.as_str().to_owned()),

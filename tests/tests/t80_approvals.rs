@@ -126,6 +126,7 @@ fn new_call(
         required_approvals: required,
         expires_at: now_ms() + 3_600_000,
         approval_valid_ms: 3_600_000,
+        context_id: None,
     }
 }
 

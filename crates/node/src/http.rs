@@ -1,5 +1,6 @@
-//! The node's HTTP listener: liveness and readiness for load balancers and supervisors, and the
-//! MCP front at `/mcp` (see `crate::mcp`).
+//! The node's HTTP listener: liveness and readiness for load balancers and supervisors, the MCP
+//! front at `/mcp` (see `crate::mcp`), and the A2A front's card and JSON-RPC binding (see
+//! `crate::a2a`).
 
 use crate::config::McpSettings;
 use crate::pipeline::Pipeline;
@@ -8,18 +9,21 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use gatehouse_actors::Health;
 use gatehouse_raft_store::Raft;
+use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// `stop` ends the MCP front's sessions and streams when the node stops.
+/// `stop` ends the MCP front's sessions and both fronts' streams when the node stops.
 pub fn router(
     raft: Raft,
     health: watch::Receiver<Health>,
     pipeline: Pipeline,
     mcp: McpSettings,
+    a2a: Arc<crate::a2a::Front>,
     stop: CancellationToken,
 ) -> Router {
     crate::mcp::router(pipeline, mcp, stop)
+        .merge(crate::a2a::router(a2a))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",

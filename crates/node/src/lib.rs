@@ -5,6 +5,7 @@
 //! Domain decisions never live here: they belong to `gatehouse-registry`. This crate moves
 //! bytes, checks who is calling, and maps errors to status codes.
 
+pub mod a2a;
 mod actor_port;
 pub mod auth;
 pub mod budget;

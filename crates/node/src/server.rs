@@ -198,6 +198,14 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
+    let a2a = crate::a2a::Front::new(
+        pipeline.clone(),
+        crate::a2a::A2aSettings {
+            grpc_url: identity.grpc.to_string(),
+            http_addr: identity.http.to_string(),
+        },
+        mcp_stop.clone(),
+    );
     let tasks = vec![
         serve_grpc(
             grpc_listener,
@@ -205,6 +213,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             Services {
                 feed,
                 pipeline: pipeline.clone(),
+                a2a: a2a.clone(),
             },
             &config,
             stopped.clone(),
@@ -216,6 +225,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 actors.health(),
                 pipeline,
                 config.mcp.clone(),
+                a2a,
                 mcp_stop.clone(),
             ),
             mcp_stop,
@@ -263,6 +273,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 struct Services {
     feed: CallFeed,
     pipeline: Pipeline,
+    a2a: Arc<crate::a2a::Front>,
 }
 
 fn serve_grpc(
@@ -302,7 +313,8 @@ fn serve_grpc(
         ))
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
             front.pipeline,
-        )));
+        )))
+        .add_service(crate::a2a::grpc_service(front.a2a));
     tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;

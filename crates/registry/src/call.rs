@@ -181,6 +181,9 @@ pub struct NewCall {
     pub required_approvals: u32,
     pub expires_at: Timestamp,
     pub approval_valid_ms: u64,
+    /// The A2A context of a delegated task, as its peer named it (or as it was given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -147,6 +147,11 @@ fn plan(
     let args_sha256 = sha256_hex(arguments.as_bytes());
     let roles = principal.roles.get(req.tenant).cloned().unwrap_or_default();
     let policies = registry.policies(req.tenant);
+    if req.a2a_peer.is_some()
+        && let Some(user) = req.end_user
+    {
+        delegated_user_permitted(registry, req.tenant, user, req.tool, &policies)?;
+    }
     let decision = policy::decide(&PolicyInput {
         tenant: req.tenant,
         tool_name: req.tool,
@@ -187,11 +192,37 @@ fn plan(
         },
         expires_at: req.at + decision.approval_ttl_seconds * 1_000,
         approval_valid_ms: decision.approval_valid_seconds * 1_000,
+        context_id: None,
     };
     Ok(Plan {
         replicated: needs_approval || req.idempotency_key.is_some(),
         decision,
         call,
+    })
+}
+
+/// A task delegated by an A2A peer acts for its end user as much as for the peer: the user must
+/// hold a role in the tenant, and the policies that apply to the user's roles must let it call
+/// the tool as well.
+fn delegated_user_permitted(
+    registry: &Registry,
+    tenant: &str,
+    user: &str,
+    tool: &str,
+    policies: &[(&str, &crate::resource::PolicySpec)],
+) -> Result<(), Refusal> {
+    let roles = registry.user_roles(tenant, user);
+    if roles.is_empty() {
+        return Err(Refusal::UnknownUser {
+            user: user.to_owned(),
+            tenant: tenant.to_owned(),
+        });
+    }
+    policy::permitted(&policy::applicable(policies, &roles), tool).map_err(|why| {
+        Refusal::UserNotPermitted {
+            user: user.to_owned(),
+            why: Box::new(why),
+        }
     })
 }
 

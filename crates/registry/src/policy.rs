@@ -73,6 +73,12 @@ pub enum Refusal {
     NotAllowed { tool: String },
     #[error("the principal declared a read-only intent, and {tool:?} can act")]
     ReadOnlyIntent { tool: String },
+    /// A delegated call's end user holds no role in the tenant.
+    #[error("{user}, on whose behalf the call is made, holds no role in tenant {tenant}")]
+    UnknownUser { user: String, tenant: String },
+    /// The tenant's policies let the delegating peer call the tool, but not its end user.
+    #[error("{user}, on whose behalf the call is made, may not call it: {why}")]
+    UserNotPermitted { user: String, why: Box<Refusal> },
 }
 
 /// The tenant's policies that apply to a caller holding `roles`, by name.

@@ -27,6 +27,7 @@ fn call(id: &str, state: CallState) -> Call {
         required_approvals: 1,
         expires_at: 1_000,
         approval_valid_ms: 500,
+        context_id: None,
     };
     let mut call = Call::new(spec, 0);
     call.state = state;

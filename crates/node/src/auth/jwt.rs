@@ -21,6 +21,14 @@ const MIN_SECRET_BYTES: usize = 32;
 #[derive(Debug, Deserialize)]
 pub(super) struct VerifiedClaims {
     pub sub: String,
+    /// RFC 8693 `act`: the party acting for `sub`, such as an A2A peer delegating a user's task.
+    #[serde(default)]
+    pub act: Option<Actor>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Actor {
+    pub sub: String,
 }
 
 /// The claim read before verification, only to pick the issuer whose keys verify the token.

@@ -1,6 +1,7 @@
 //! Who is calling. gRPC callers present a bearer API key, looked up by its SHA-256 among the
 //! registry's principals. HTTP fronts also take JWTs from configured issuers, mapped to the
-//! principal declared for the token's issuer and subject; the subject is the end user.
+//! principal declared for the token's issuer and subject; the subject is the end user. A token
+//! with an RFC 8693 `act` claim maps to the principal of `act.sub` instead, acting for `sub`.
 
 mod jwt;
 #[cfg(test)]
@@ -198,13 +199,25 @@ impl Authenticator {
                 message: "the token's sub is empty".to_owned(),
             });
         }
+        // With an `act` claim the token is the actor's, acting for the subject: the actor is
+        // the principal and the subject its end user.
+        let acting = match &claims.act {
+            Some(actor) if actor.sub.trim().is_empty() => {
+                return Err(AuthError {
+                    kind: AuthErrorKind::Invalid,
+                    message: "the token's act.sub is empty".to_owned(),
+                });
+            }
+            Some(actor) => &actor.sub,
+            None => &claims.sub,
+        };
         let (name, spec) = registry
-            .principal_by_jwt(&issuer.issuer, &claims.sub)
+            .principal_by_jwt(&issuer.issuer, acting)
             .ok_or_else(|| AuthError {
                 kind: AuthErrorKind::UnknownPrincipal,
                 message: format!(
-                    "no principal for subject {:?} of issuer {}",
-                    claims.sub, issuer.issuer
+                    "no principal for subject {acting:?} of issuer {}",
+                    issuer.issuer
                 ),
             })?;
         Ok(Caller {

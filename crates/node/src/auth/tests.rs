@@ -167,6 +167,41 @@ fn an_hs256_token_acts_as_the_principal_of_its_subject() {
 }
 
 #[test]
+fn a_token_with_an_actor_acts_as_the_actors_principal_for_its_subject() {
+    let auth = authenticator(&[issuer(ISSUER, &["HS256"], Source::Secret)]);
+    let mut delegated = claims("erin");
+    delegated["act"] = json!({"sub": "carol"});
+    let caller = auth
+        .authenticate_bearer(&registry(), Some(&sign(Algorithm::HS256, None, &delegated)))
+        .unwrap();
+    assert_eq!(caller.name, "idp-carol", "the actor is the principal");
+    assert_eq!(
+        caller.end_user.as_deref(),
+        Some("erin"),
+        "the subject is the user"
+    );
+
+    let mut unknown_actor = claims("erin");
+    unknown_actor["act"] = json!({"sub": "nobody-declared"});
+    // Only the issuer-wide principal matches an undeclared actor.
+    let caller = auth
+        .authenticate_bearer(
+            &registry(),
+            Some(&sign(Algorithm::HS256, None, &unknown_actor)),
+        )
+        .unwrap();
+    assert_eq!(caller.name, "idp-anyone");
+
+    let mut empty_actor = claims("erin");
+    empty_actor["act"] = json!({"sub": " "});
+    let e = refused(auth.authenticate_bearer(
+        &registry(),
+        Some(&sign(Algorithm::HS256, None, &empty_actor)),
+    ));
+    assert_eq!(e.kind, AuthErrorKind::Invalid);
+}
+
+#[test]
 fn rs256_and_es256_tokens_verify_with_pem_public_keys() {
     let registry = registry();
     let rsa = authenticator(&[issuer(ISSUER, &["RS256"], Source::RsaPem)]);

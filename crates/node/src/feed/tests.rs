@@ -122,6 +122,7 @@ impl Log {
             required_approvals,
             expires_at: u64::MAX,
             approval_valid_ms: 60_000,
+            context_id: None,
         };
         let index = self.run(Command::Propose {
             call: Box::new(call),

@@ -94,6 +94,7 @@ impl Handler {
             arguments: Value::Object(request.arguments.unwrap_or_default()),
             idempotency_key,
             a2a_peer: None,
+            context_id: None,
             requested_mode: None,
         };
         let envelope = match self.front.pipeline.call(&agent.caller, input).await {

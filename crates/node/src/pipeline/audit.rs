@@ -49,6 +49,23 @@ pub fn call_entry(caller: &Caller, input: &CallInput, envelope: &Envelope) -> En
     }
 }
 
+/// A decision the caller took on a call of its own chain (a cancellation).
+pub fn decision_entry(caller: &Caller, call: &Envelope, decision: &str, outcome: String) -> Entry {
+    Entry {
+        kind: Kind::Approval,
+        tenant: Some(call.tenant.clone()),
+        chain: chain(caller, None),
+        target: Some(call.tool.clone()),
+        mode: Some(call.effective_mode.as_str().to_owned()),
+        decision: Some(decision.to_owned()),
+        call_id: Some(call.call_id.clone()),
+        args_sha256: Some(call.args_sha256.clone()),
+        outcome,
+        trace_id: Some(call.trace_id.clone()),
+        ..Entry::default()
+    }
+}
+
 /// A call refused before it was run or proposed.
 pub fn refusal_entry(caller: &Caller, input: &CallInput, error: &GatewayError) -> Entry {
     Entry {

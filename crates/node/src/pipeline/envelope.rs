@@ -22,6 +22,10 @@ pub struct Envelope {
     /// While pending: until when approvers may act. Once approved: until when it must start.
     pub expires_at_ms: Option<u64>,
     pub args_sha256: String,
+    /// The A2A context of a delegated task.
+    pub context_id: Option<String>,
+    /// When the record last changed; `None` for a call that ran at once and has none.
+    pub updated_at_ms: Option<u64>,
 }
 
 impl Envelope {
@@ -39,6 +43,8 @@ impl Envelope {
             error: None,
             expires_at_ms: None,
             args_sha256: call.args_sha256.clone(),
+            context_id: call.context_id.clone(),
+            updated_at_ms: None,
         }
     }
 
@@ -131,6 +137,7 @@ impl Envelope {
             is_error,
             error,
             expires_at_ms,
+            updated_at_ms: Some(call.updated_at),
             ..Envelope::base(&call.spec, call.state)
         }
     }

@@ -44,6 +44,8 @@ pub struct CallInput {
     pub idempotency_key: Option<String>,
     /// The A2A peer that delegated the call, when one did.
     pub a2a_peer: Option<String>,
+    /// The A2A context the delegated task belongs to, kept in its record.
+    pub context_id: Option<String>,
     pub requested_mode: Option<ApprovalMode>,
 }
 
@@ -106,6 +108,16 @@ impl Pipeline {
 
     pub fn cluster(&self) -> &Cluster {
         &self.cluster
+    }
+
+    /// Authenticates a bearer token (an API key or a JWT), wherever it came from.
+    pub fn authenticate_bearer(&self, token: Option<&str>) -> Result<Caller, AuthError> {
+        let registry = self
+            .cluster
+            .registry
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.authenticator.authenticate_bearer(&registry, token)
     }
 
     /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
@@ -223,6 +235,10 @@ impl Pipeline {
             },
             &self.validators,
         )
+        .map(|mut plan| {
+            plan.call.context_id = input.context_id.clone();
+            plan
+        })
         .map_err(|e| GatewayError::from(&e))
     }
 
@@ -264,6 +280,47 @@ impl Pipeline {
                 Ok(Err(_)) | Err(_) => return Ok(envelope),
             }
         }
+    }
+
+    /// Cancels a pending call of the caller's own chain, and answers with its record as it then
+    /// stands. The decision, taken or refused, is audited durably before the answer.
+    pub async fn cancel(
+        &self,
+        caller: &Caller,
+        call_id: &str,
+        reason: &str,
+    ) -> Result<Envelope, GatewayError> {
+        let before = self.status(caller, call_id)?;
+        let written = self
+            .cluster
+            .propose(Command::Cancel {
+                call_id: CallId(call_id.to_owned()),
+                principal: caller.name.clone(),
+                reason: reason.to_owned(),
+            })
+            .await;
+        let outcome = match &written {
+            Ok(_) => CallState::Cancelled.as_str().to_owned(),
+            Err(e) => format!("refused:{e}"),
+        };
+        self.audit
+            .record_durable(audit::decision_entry(caller, &before, "cancel", outcome))
+            .await
+            .map_err(|e| {
+                GatewayError::unavailable(format!("the audit log could not be written: {e}"))
+            })?;
+        written.map_err(|e| match e {
+            WriteError::Rejected(ApplyError::WrongState { .. }) => GatewayError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "call {call_id} is {} and can no longer be cancelled",
+                    before.state
+                ),
+                "only a call still waiting for approval can be cancelled",
+            ),
+            other => other.into(),
+        })?;
+        self.status(caller, call_id)
     }
 
     /// The tools the caller sees in `tenant`, in name order (see `Registry::visible_tools`).

@@ -449,6 +449,7 @@ mod tests {
                 required_approvals: 1,
                 expires_at: 2_000,
                 approval_valid_ms: 500,
+                context_id: None,
             },
             1_000,
         );

@@ -46,6 +46,7 @@ impl GatewayService for Gateway {
             tool: req.tool,
             idempotency_key: req.idempotency_key,
             a2a_peer: None,
+            context_id: None,
             requested_mode: None,
         };
         let envelope = self
@@ -145,6 +146,7 @@ mod tests {
             required_approvals: 1,
             expires_at: 5_000,
             approval_valid_ms: 1_000,
+            context_id: None,
         }
     }
 

@@ -291,3 +291,67 @@ fn cached_validators_decide_as_fresh_ones_and_follow_a_changed_tool() {
         Err(PlanError::InvalidArguments(_))
     ));
 }
+
+fn delegated<'a>(user: &'a str, tool: &'a str, args: &'a Value) -> CallRequest<'a> {
+    CallRequest {
+        end_user: Some(user),
+        a2a_peer: Some("support-bot"),
+        ..request("support-bot", tool, args)
+    }
+}
+
+/// The example registry plus a policy that keeps approvers (alice, bob) off refunds.
+fn registry_with_approver_policy() -> Registry {
+    let mut r = registry();
+    let parsed = documents::parse(
+        "approvers",
+        "apiVersion: gatehouse.dev/v1\nkind: Policy\nmetadata: {name: approvers, tenant: globex}\n\
+         spec: {roles: [approver], deny: [billing.create_refund]}\n",
+    );
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    let proposal = Proposal {
+        request_id: Uuid::from_u128(2),
+        at: 0,
+        command: Command::Put {
+            resources: parsed.into_resources(),
+        },
+    };
+    r.apply(2, &proposal).unwrap();
+    r
+}
+
+#[test]
+fn a_delegated_call_checks_its_end_user_against_the_policies_of_the_users_roles() {
+    let r = registry_with_approver_policy();
+    let refund = json!({"payment_id": "pay_ABCDEFGH", "amount": 250});
+    // john is support-bot's own user: an agent, whose policies allow refunds.
+    plan_call(&r, &delegated("john", "billing.create_refund", &refund)).unwrap();
+    // alice is an approver, and the approvers' policy denies refunds: the peer may, she may not.
+    let err = plan_call(&r, &delegated("alice", "billing.create_refund", &refund)).unwrap_err();
+    match err {
+        PlanError::Refused(Refusal::UserNotPermitted { ref user, ref why }) => {
+            assert_eq!(user, "alice");
+            assert!(matches!(**why, Refusal::Denied { .. }), "{why}");
+        }
+        other => panic!("expected the user to be refused, got {other}"),
+    }
+    // alice may still read a payment: nothing denies it to her roles.
+    plan_call(&r, &delegated("alice", "billing.get_payment", &json!({}))).unwrap();
+}
+
+#[test]
+fn a_delegated_call_for_a_user_unknown_to_the_tenant_is_refused() {
+    let r = registry();
+    let none = json!({});
+    let err = plan_call(&r, &delegated("mallory", "billing.get_payment", &none)).unwrap_err();
+    assert!(
+        matches!(err, PlanError::Refused(Refusal::UnknownUser { ref user, .. }) if user == "mallory"),
+        "{err}"
+    );
+    // The same user through the agent's own front (no A2A peer) is not checked: the agent is.
+    let direct = CallRequest {
+        end_user: Some("mallory"),
+        ..request("support-bot", "billing.get_payment", &none)
+    };
+    plan_call(&r, &direct).unwrap();
+}

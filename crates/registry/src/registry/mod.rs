@@ -12,7 +12,7 @@ use crate::call::{Call, CallId, NodeId, Timestamp};
 use crate::cascade::{self, Candidate, Query, Resolution};
 use crate::command::{Command, Proposal, Response};
 use crate::error::ApplyError;
-use crate::resource::{Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, SkillSpec};
+use crate::resource::{Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, Role, SkillSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -338,6 +338,29 @@ impl Registry {
     pub fn principal_by_key(&self, key_sha256: &str) -> Option<(&str, &PrincipalSpec)> {
         let name = self.keys.get(key_sha256)?;
         self.principal(name).map(|p| (name.as_str(), p))
+    }
+
+    /// The roles an end user holds in a tenant: those of every principal that stands for the
+    /// user, that is whose `user` is the user or whose JWT subject is exactly the user (an
+    /// issuer-wide `*` principal stands for no one user). Sorted, without repeats.
+    pub fn user_roles(&self, tenant: &str, user: &str) -> Vec<Role> {
+        let mut roles: Vec<Role> = self
+            .list(Kind::Principal, None, None)
+            .filter_map(|s| match &s.resource {
+                Resource::Principal(p)
+                    if p.spec.user.as_deref() == Some(user)
+                        || p.spec.jwt.as_ref().is_some_and(|j| j.subject == user) =>
+                {
+                    p.spec.roles.get(tenant)
+                }
+                _ => None,
+            })
+            .flatten()
+            .copied()
+            .collect();
+        roles.sort();
+        roles.dedup();
+        roles
     }
 
     /// The principal a JWT of `issuer` about `subject` acts as: the one declared for exactly that

@@ -145,6 +145,7 @@ impl Harness {
             required_approvals: required,
             expires_at: self.clock + 60_000,
             approval_valid_ms: 30_000,
+            context_id: None,
         };
         match self.ok(Command::Propose {
             call: Box::new(call),

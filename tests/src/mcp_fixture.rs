@@ -4,9 +4,11 @@
 //! a second tenant `globex` with its own upstream `other` on the same server, to show isolation.
 //!
 //! Principals (their API keys are the constants below):
-//! - `bot`, agent of acme, acting for the end user `john`;
+//! - `bot`, agent of acme, acting for the end user `john`, who is a principal of acme himself
+//!   (by JWT), so that tasks bot delegates for him pass the user's check;
 //! - `carol`, approver of acme;
-//! - `gina`, agent of globex only.
+//! - `gina`, agent of globex only;
+//! - `lone`, agent of acme acting for `mallory`, a user acme does not know.
 
 use crate::TestCluster;
 use crate::flow::{self, resource};
@@ -24,6 +26,8 @@ pub const GLOBEX: &str = "globex";
 pub const BOT: &str = "gate_mcp-bot-00000000000000000000000000";
 pub const CAROL: &str = "gate_mcp-carol-000000000000000000000000";
 pub const GINA: &str = "gate_mcp-gina-0000000000000000000000000";
+/// `lone`, agent of acme acting for `mallory`, who holds no role in acme.
+pub const LONE: &str = "gate_mcp-lone-0000000000000000000000000";
 
 pub const ECHO: &str = "demo.echo";
 pub const TRANSFER: &str = "demo.transfer";
@@ -157,6 +161,15 @@ fn resources(upstream_url: &str) -> Vec<pb::Resource> {
         principal("bot", BOT, json!({ACME: ["agent"]}), Some("john")),
         principal("carol", CAROL, json!({ACME: ["approver"]}), None),
         principal("gina", GINA, json!({GLOBEX: ["agent"]}), None),
+        principal("lone", LONE, json!({ACME: ["agent"]}), Some("mallory")),
+        // john himself, as an identity provider knows him: the user bot acts for.
+        resource(
+            "Principal",
+            "john",
+            None,
+            json!({"jwt": {"issuer": "https://id.acme.example", "subject": "john"},
+                   "roles": {ACME: ["agent"]}}),
+        ),
         resource("Upstream", "demo", Some(ACME), upstream.clone()),
         resource("Upstream", "other", Some(GLOBEX), upstream),
         resource(

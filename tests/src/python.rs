@@ -162,14 +162,92 @@ fn parse(output: Output) -> anyhow::Result<Value> {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let Some(line) = stdout.lines().rev().find(|l| l.starts_with('{')) else {
         bail!(
-            "mcp_client.py printed no JSON ({}); stdout: {stdout}; stderr: {stderr}",
+            "the Python client printed no JSON ({}); stdout: {stdout}; stderr: {stderr}",
             output.status
         );
     };
     let value: Value = serde_json::from_str(line)
-        .with_context(|| format!("mcp_client.py printed {line}; stderr: {stderr}"))?;
+        .with_context(|| format!("the Python client printed {line}; stderr: {stderr}"))?;
     if !output.status.success() && value.get("exception").is_none() {
-        bail!("mcp_client.py failed ({}): {stderr}", output.status);
+        bail!("the Python client failed ({}): {stderr}", output.status);
     }
     Ok(value)
+}
+
+/// The official Python A2A SDK (`a2a-sdk`) driven through `tests/python/a2a_client.py`: it
+/// fetches the Agent Card from `card_url`, picks the card's interface of `transport` (`jsonrpc`
+/// or `grpc`), and runs one command, printing what it saw as one JSON object.
+#[derive(Debug, Clone)]
+pub struct A2aClient {
+    python: PathBuf,
+    card_url: String,
+    transport: String,
+    key: Option<String>,
+    extra: Vec<String>,
+}
+
+impl A2aClient {
+    /// A client of the agent whose card is under `card_url`; `None` (the test skips) if there
+    /// is no Python.
+    pub fn new(card_url: &str, transport: &str, key: Option<&str>) -> Option<A2aClient> {
+        Some(A2aClient {
+            python: venv_python()?,
+            card_url: card_url.to_owned(),
+            transport: transport.to_owned(),
+            key: key.map(str::to_owned),
+            extra: Vec::new(),
+        })
+    }
+
+    /// The same client with another credential.
+    pub fn with_key(&self, key: &str) -> A2aClient {
+        A2aClient {
+            key: Some(key.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// How long waiting commands (`wait`, `stream`, `subscribe`) may take, in seconds.
+    pub fn deadline(mut self, seconds: f64) -> Self {
+        self.extra
+            .extend(["--deadline".into(), seconds.to_string()]);
+        self
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.python);
+        command
+            .arg(repo_root().join("tests/python/a2a_client.py"))
+            .args(["--card-url", &self.card_url, "--transport", &self.transport]);
+        if let Some(key) = &self.key {
+            command.arg("--key").arg(key);
+        }
+        command.args(&self.extra).args(args);
+        command
+    }
+
+    /// Runs a command to its end; the JSON object it printed.
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<Value> {
+        let output = self
+            .command(args)
+            .output()
+            .context("running a2a_client.py")?;
+        parse(output)
+    }
+
+    /// Starts a command and returns at once.
+    pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Running> {
+        let child = self
+            .command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting a2a_client.py")?;
+        Ok(Running { child })
+    }
+
+    /// SendMessage with one data part naming `tool` and its arguments.
+    pub fn send(&self, tool: &str, arguments: &Value) -> anyhow::Result<Value> {
+        self.run(&["send", tool, &arguments.to_string()])
+    }
 }

@@ -59,7 +59,7 @@ impl Front {
                     .to_owned(),
                 tags: vec!["tools".to_owned(), "governed".to_owned()],
                 examples: Some(vec![format!(
-                    "{{\"{DATA_TOOL}\": \"demo.echo\", \"{DATA_ARGUMENTS}\": {{\"text\": \"hi\"}}}}"
+                    "{{\"{DATA_TOOL}\": \"<upstream>.<tool>\", \"{DATA_ARGUMENTS}\": {{...}}}}"
                 )]),
                 input_modes: Some(vec!["application/json".to_owned()]),
                 output_modes: None,

@@ -324,9 +324,13 @@ fn registry_with_approver_policy() -> Registry {
 fn a_delegated_call_checks_its_end_user_against_the_policies_of_the_users_roles() {
     let r = registry_with_approver_policy();
     let refund = json!({"payment_id": "pay_ABCDEFGH", "amount": 250});
-    // john is support-bot's own user: an agent, whose policies allow refunds.
-    plan_call(&r, &delegated("john", "billing.create_refund", &refund)).unwrap();
-    // alice is an approver, and the approvers' policy denies refunds: the peer may, she may not.
+    // Without the approvers' policy alice (approver, admin) may call what the peer may.
+    plan_call(
+        &registry(),
+        &delegated("alice", "billing.create_refund", &refund),
+    )
+    .unwrap();
+    // With it, the peer may, she may not.
     let err = plan_call(&r, &delegated("alice", "billing.create_refund", &refund)).unwrap_err();
     match err {
         PlanError::Refused(Refusal::UserNotPermitted { ref user, ref why }) => {
@@ -336,18 +340,22 @@ fn a_delegated_call_checks_its_end_user_against_the_policies_of_the_users_roles(
         other => panic!("expected the user to be refused, got {other}"),
     }
     // alice may still read a payment: nothing denies it to her roles.
-    plan_call(&r, &delegated("alice", "billing.get_payment", &json!({}))).unwrap();
+    let none = json!({});
+    plan_call(&r, &delegated("alice", "billing.get_payment", &none)).unwrap();
 }
 
 #[test]
 fn a_delegated_call_for_a_user_unknown_to_the_tenant_is_refused() {
     let r = registry();
     let none = json!({});
-    let err = plan_call(&r, &delegated("mallory", "billing.get_payment", &none)).unwrap_err();
-    assert!(
-        matches!(err, PlanError::Refused(Refusal::UnknownUser { ref user, .. }) if user == "mallory"),
-        "{err}"
-    );
+    // john is only the user support-bot's key is bound to: an agent acting for him is not him.
+    for user in ["mallory", "john"] {
+        let err = plan_call(&r, &delegated(user, "billing.get_payment", &none)).unwrap_err();
+        assert!(
+            matches!(err, PlanError::Refused(Refusal::UnknownUser { user: ref u, .. }) if u == user),
+            "{err}"
+        );
+    }
     // The same user through the agent's own front (no A2A peer) is not checked: the agent is.
     let direct = CallRequest {
         end_user: Some("mallory"),

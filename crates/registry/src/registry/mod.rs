@@ -340,15 +340,16 @@ impl Registry {
         self.principal(name).map(|p| (name.as_str(), p))
     }
 
-    /// The roles an end user holds in a tenant: those of every principal that stands for the
-    /// user, that is whose `user` is the user or whose JWT subject is exactly the user (an
-    /// issuer-wide `*` principal stands for no one user). Sorted, without repeats.
+    /// The roles an end user holds in a tenant: those of the principals that are the user, that
+    /// is named as the user or whose JWT subject is exactly the user. An API key bound to a user
+    /// is an agent acting for the user, not the user, and an issuer-wide `*` principal is no one
+    /// user. Sorted, without repeats.
     pub fn user_roles(&self, tenant: &str, user: &str) -> Vec<Role> {
         let mut roles: Vec<Role> = self
             .list(Kind::Principal, None, None)
             .filter_map(|s| match &s.resource {
                 Resource::Principal(p)
-                    if p.spec.user.as_deref() == Some(user)
+                    if p.metadata.name == user
                         || p.spec.jwt.as_ref().is_some_and(|j| j.subject == user) =>
                 {
                     p.spec.roles.get(tenant)

@@ -1,0 +1,345 @@
+//! A task delegated over A2A survives the loss of the node that took it: three real
+//! `gatehouse serve` processes, a peer holding a JWT that acts for a user (RFC 8693 `act`), the
+//! official Python `a2a-sdk` client. The first node takes a destructive task and is killed with
+//! SIGKILL; the others still answer `GetTask` for it, over JSON-RPC and gRPC, an approver approves
+//! it over gRPC, and it completes. Skips, saying so, without python3.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+const ISSUER: &str = "https://id.partner.example";
+const SECRET: &str = "a-shared-secret-of-at-least-thirty-two-bytes";
+const APPROVER_KEY: &str = "gate_a2a-approver-000000000000000000000";
+const AUTH_REQUIRED: &str = "TASK_STATE_AUTH_REQUIRED";
+const COMPLETED: &str = "TASK_STATE_COMPLETED";
+
+/// A node process, killed when dropped.
+struct Node {
+    child: Child,
+    grpc: String,
+    http: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The test venv's python (made once by scripts/python-env), or `None` without python3.
+fn venv_python() -> Option<PathBuf> {
+    let found = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("SKIPPED: no python3 on PATH: the A2A interoperability test needs it");
+        return None;
+    }
+    let out = Command::new(repo_root().join("scripts/python-env"))
+        .current_dir(repo_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("scripts/python-env runs");
+    assert!(out.status.success(), "scripts/python-env failed");
+    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
+    let data = dir.join(format!("node-{id}"));
+    let log = std::fs::File::create(dir.join(format!("node-{id}.log"))).expect("a log file");
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--node-id", &id.to_string()])
+        .args(["--data-dir", data.to_str().unwrap()])
+        .args(["--config", dir.join("gatehouse.toml").to_str().unwrap()])
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--heartbeat-ms", "50", "--election-min-ms", "300"])
+        .args([
+            "--election-max-ms",
+            "600",
+            "--home-unreachable-after-ms",
+            "1500",
+        ])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(log);
+    if let Some(token) = token {
+        command.env("GATEHOUSE_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("gatehouse serve starts");
+    // "node N serving gRPC on ADDR and HTTP on ADDR"; the rest is drained.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = lines.next().and_then(Result::ok).unwrap_or_default();
+    std::thread::spawn(move || lines.for_each(drop));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |word: &str| {
+        words
+            .iter()
+            .position(|w| *w == word)
+            .and_then(|i| words.get(i + 2))
+            .map(|s| (*s).to_owned())
+            .unwrap_or_else(|| {
+                let log =
+                    std::fs::read_to_string(dir.join(format!("node-{id}.log"))).unwrap_or_default();
+                panic!("node {id} said {line:?}; its log:\n{log}")
+            })
+    };
+    Node {
+        grpc: after("gRPC"),
+        http: after("HTTP"),
+        child,
+    }
+}
+
+fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["--addr", addr, "--token", token])
+        .args(args)
+        .output()
+        .expect("the CLI runs")
+}
+
+fn ok(out: Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// Retries `check` every 200 ms until it answers `Some` or `within` passes.
+fn until<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One run of the Python client against the card of the node at `http`.
+fn a2a(python: &Path, http: &str, transport: &str, token: &str, args: &[&str]) -> Value {
+    let out = Command::new(python)
+        .arg(repo_root().join("tests/python/a2a_client.py"))
+        .args([
+            "--card-url",
+            &format!("http://{http}"),
+            "--transport",
+            transport,
+        ])
+        .args(["--key", token, "--deadline", "30"])
+        .args(args)
+        .output()
+        .expect("the Python client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    serde_json::from_str(line.unwrap_or("{}")).unwrap_or_else(|e| {
+        panic!(
+            "a2a_client.py printed {stdout:?} ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn state(answer: &Value) -> Option<&str> {
+    answer["task"]["state"].as_str()
+}
+
+/// A token of the partner's identity provider: the peer `partner-agent` acting for `erin`.
+fn peer_token() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({
+        "iss": ISSUER, "sub": "erin", "act": {"sub": "partner-agent"},
+        "iat": now, "exp": now + 600,
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
+fn resources() -> String {
+    let approver = gatehouse_registry::canonical::sha256_hex(APPROVER_KEY.as_bytes());
+    format!(
+        r#"apiVersion: gatehouse.dev/v1
+kind: Tenant
+metadata: {{name: ops}}
+spec: {{}}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {{name: partner-peer}}
+spec:
+  jwt: {{issuer: "{ISSUER}", subject: partner-agent}}
+  roles: {{ops: [agent]}}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {{name: erin}}
+spec:
+  jwt: {{issuer: "{ISSUER}", subject: erin}}
+  roles: {{ops: [agent]}}
+---
+apiVersion: gatehouse.dev/v1
+kind: Principal
+metadata: {{name: ops-approver}}
+spec:
+  apiKeySha256: "{approver}"
+  roles: {{ops: [approver]}}
+---
+apiVersion: gatehouse.dev/v1
+kind: Upstream
+metadata: {{name: demo, tenant: ops}}
+spec: {{type: builtin}}
+---
+apiVersion: gatehouse.dev/v1
+kind: Tool
+metadata: {{name: demo.transfer, tenant: ops}}
+spec:
+  description: Moves an amount between two demo accounts.
+  approvalMode: destructive
+  inputSchema:
+    type: object
+    properties:
+      from: {{type: string, enum: [alice, bob, carol]}}
+      to: {{type: string, enum: [alice, bob, carol]}}
+      amount: {{type: integer, minimum: 1, maximum: 10000}}
+    required: [from, to, amount]
+"#
+    )
+}
+
+#[test]
+fn a_delegated_task_outlives_the_node_that_took_it() {
+    let Some(python) = venv_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("partner.secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        format!(
+            "[[jwt]]\nissuer = \"{ISSUER}\"\nalgorithms = [\"HS256\"]\nhs256-secret-file = {:?}\n",
+            secret.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+
+    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    let token = std::fs::read_to_string(dir.path().join("node-1/admin.key"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut nodes = vec![first];
+    for id in [2u64, 3] {
+        let node = serve(id, dir.path(), &["--join", &nodes[0].grpc], Some(&token));
+        nodes.push(node);
+        let addr = nodes[0].grpc.clone();
+        until("the learner catches up", Duration::from_secs(30), || {
+            let out = cli(&addr, &token, &["-o", "json", "cluster", "status"]);
+            let status: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let caught_up = status["nodes"]
+                .as_array()?
+                .iter()
+                .any(|n| n["node_id"] == id && n["lag"] == 0);
+            caught_up.then_some(())
+        });
+        ok(cli(&addr, &token, &["cluster", "promote", &id.to_string()]));
+    }
+    let files = dir.path().join("ops.yaml");
+    std::fs::write(&files, resources()).unwrap();
+    ok(cli(
+        &nodes[0].grpc,
+        &token,
+        &["apply", "-f", files.to_str().unwrap()],
+    ));
+
+    // The peer delegates a destructive transfer to the first node, for erin.
+    let peer = peer_token();
+    let args = json!({"from": "alice", "to": "bob", "amount": 25}).to_string();
+    let sent = until(
+        "the tenant is placed and takes the task",
+        Duration::from_secs(60),
+        || {
+            let answer = a2a(
+                &python,
+                &nodes[0].http,
+                "jsonrpc",
+                &peer,
+                &["send", "demo.transfer", &args],
+            );
+            (state(&answer) == Some(AUTH_REQUIRED)).then_some(answer)
+        },
+    );
+    let task_id = sent["task"]["id"].as_str().expect("a task id").to_owned();
+    assert_eq!(
+        sent["task"]["metadata"]["dev.gatehouse/tenant"], "ops",
+        "{sent}"
+    );
+
+    // The node that took it is lost.
+    let mut killed = nodes.remove(0);
+    killed.child.kill().unwrap();
+    killed.child.wait().unwrap();
+
+    // Both others answer for the task, over both bindings.
+    for (node, transport) in [(&nodes[0], "jsonrpc"), (&nodes[1], "grpc")] {
+        let got = until(
+            "another node answers GetTask",
+            Duration::from_secs(30),
+            || {
+                let got = a2a(&python, &node.http, transport, &peer, &["get", &task_id]);
+                (state(&got) == Some(AUTH_REQUIRED)).then_some(got)
+            },
+        );
+        assert_eq!(got["task"]["id"], task_id.as_str(), "{got}");
+        assert_eq!(got["task"]["contextId"], sent["task"]["contextId"], "{got}");
+    }
+
+    // An approver approves it over gRPC at a survivor; it runs, once, and completes.
+    until("the approval is taken", Duration::from_secs(30), || {
+        let out = cli(
+            &nodes[0].grpc,
+            APPROVER_KEY,
+            &["approvals", "approve", "--reason", "checked", &task_id],
+        );
+        out.status.success().then_some(())
+    });
+    let done = until("the task completes", Duration::from_secs(90), || {
+        let got = a2a(&python, &nodes[1].http, "grpc", &peer, &["get", &task_id]);
+        (state(&got) == Some(COMPLETED)).then_some(got)
+    });
+    let artifact = &done["task"]["artifacts"][0]["parts"][0]["data"];
+    assert!(!artifact.is_null(), "the transfer's result: {done}");
+
+    // The call's record names both the user and the peer.
+    let record = ok(cli(
+        &nodes[0].grpc,
+        APPROVER_KEY,
+        &["-o", "json", "approvals", "get", &task_id],
+    ));
+    let record: Value = serde_json::from_str(record.trim()).unwrap();
+    assert_eq!(record["principals"]["end_user"], "erin", "{record}");
+    assert_eq!(record["principals"]["a2a_peer"], "partner-peer", "{record}");
+}

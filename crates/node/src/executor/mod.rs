@@ -1,13 +1,15 @@
 //! Reaching upstreams: the node's `Executor`. It finds the tool's upstream in this node's copy of
 //! the registry (the tenant's own first, then a shared one) and invokes it, by kind: built-in
 //! tools here in the process, HTTP/JSON services by the tool's binding, MCP servers over
-//! streamable HTTP with a session kept per upstream. Every attempt goes through the upstream's
-//! circuit breaker, and a retry-safe call is tried again after a transient failure.
+//! streamable HTTP with a session kept per upstream, A2A agents as one task each with a client
+//! kept per upstream. Every attempt goes through the upstream's circuit breaker, and a
+//! retry-safe call is tried again after a transient failure.
 //!
 //! Whether a call may run at all is decided before it gets here (the pipeline, the approval
 //! queue's claim); this module only moves the bytes. Credentials are read on each call from this
 //! node's environment or files, sent as a bearer token, and never logged.
 
+mod a2a;
 pub mod builtin;
 mod http;
 pub(crate) mod mcp;
@@ -49,8 +51,8 @@ impl<S: std::hash::BuildHasher + Send + Sync + 'static> EnvSource
     }
 }
 
-/// The node's executor. Cheap to clone; clones share one HTTP connection pool, the MCP
-/// sessions and the circuit breakers.
+/// The node's executor. Cheap to clone; clones share the HTTP connection pools, the MCP
+/// sessions, the A2A clients and the circuit breakers.
 #[derive(Clone)]
 pub struct NodeExecutor {
     registry: SharedRegistry,
@@ -59,6 +61,9 @@ pub struct NodeExecutor {
     /// Where built-in tools that keep state (the demo ledger) keep it.
     state_dir: Option<std::path::PathBuf>,
     sessions: Arc<mcp::Sessions>,
+    /// a2a-client speaks through its own major version of reqwest.
+    a2a_http: a2a_reqwest::Client,
+    a2a_clients: Arc<a2a::Clients>,
     breakers: Arc<Breakers>,
 }
 
@@ -81,6 +86,8 @@ impl NodeExecutor {
             http: http::client(),
             state_dir: None,
             sessions: Arc::default(),
+            a2a_http: a2a::http_client(),
+            a2a_clients: Arc::default(),
             breakers: Arc::default(),
         }
     }
@@ -141,9 +148,6 @@ impl Executor for NodeExecutor {
         if kind == UpstreamKind::Builtin {
             return builtin::run(tool, execution, self.state_dir.clone()).boxed();
         }
-        if kind == UpstreamKind::A2a {
-            return fail("upstreams of kind a2a arrive with the A2A front".into());
-        }
         let this = self.clone();
         async move {
             let Some(url) = upstream.url.clone() else {
@@ -194,7 +198,22 @@ impl Executor for NodeExecutor {
                     })
                     .await
                 }
-                UpstreamKind::Builtin | UpstreamKind::A2a => unreachable_kind(kind),
+                UpstreamKind::A2a => {
+                    let call = a2a::Call {
+                        key: &key,
+                        name: &upstream_name,
+                        url: &url,
+                        bearer: bearer.as_deref(),
+                        tool: &tool,
+                        traceparent: &traceparent,
+                        timeout,
+                    };
+                    resilience::run(&this.breakers, plan, || {
+                        a2a::attempt(&this.a2a_clients, &this.a2a_http, call, &execution)
+                    })
+                    .await
+                }
+                UpstreamKind::Builtin => unreachable_kind(kind),
             }
         }
         .boxed()

@@ -125,22 +125,12 @@ impl PythonClient {
 
     /// Runs a command to its end; the JSON object it printed.
     pub fn run(&self, args: &[&str]) -> anyhow::Result<Value> {
-        let output = self
-            .command(args)
-            .output()
-            .context("running mcp_client.py")?;
-        parse(output)
+        run_to_end(self.command(args))
     }
 
     /// Starts a command and returns at once.
     pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Running> {
-        let child = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting mcp_client.py")?;
-        Ok(Running { child })
+        start(self.command(args))
     }
 
     pub fn list_tools(&self) -> anyhow::Result<Value> {
@@ -154,6 +144,22 @@ impl PythonClient {
     pub fn call_and_poll(&self, tool: &str, arguments: &Value) -> anyhow::Result<Running> {
         self.spawn(&["call-and-poll", tool, &arguments.to_string()])
     }
+}
+
+fn run_to_end(mut command: Command) -> anyhow::Result<Value> {
+    let output = command
+        .output()
+        .with_context(|| format!("running {command:?}"))?;
+    parse(output)
+}
+
+fn start(mut command: Command) -> anyhow::Result<Running> {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {command:?}"))?;
+    Ok(Running { child })
 }
 
 /// The object printed on stdout; exit status 1 still printed one (with `exception`).
@@ -228,22 +234,12 @@ impl A2aClient {
 
     /// Runs a command to its end; the JSON object it printed.
     pub fn run(&self, args: &[&str]) -> anyhow::Result<Value> {
-        let output = self
-            .command(args)
-            .output()
-            .context("running a2a_client.py")?;
-        parse(output)
+        run_to_end(self.command(args))
     }
 
     /// Starts a command and returns at once.
     pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Running> {
-        let child = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("starting a2a_client.py")?;
-        Ok(Running { child })
+        start(self.command(args))
     }
 
     /// SendMessage with one data part naming `tool` and its arguments.

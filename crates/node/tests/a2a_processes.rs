@@ -5,31 +5,19 @@
 //! it over gRPC, and it completes. Skips, saying so, without python3.
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+mod common;
+
+use common::{cli, ok, serve};
+
 const ISSUER: &str = "https://id.partner.example";
 const SECRET: &str = "a-shared-secret-of-at-least-thirty-two-bytes";
 const APPROVER_KEY: &str = "gate_a2a-approver-000000000000000000000";
 const AUTH_REQUIRED: &str = "TASK_STATE_AUTH_REQUIRED";
 const COMPLETED: &str = "TASK_STATE_COMPLETED";
-
-/// A node process, killed when dropped.
-struct Node {
-    child: Child,
-    grpc: String,
-    http: String,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -52,72 +40,6 @@ fn venv_python() -> Option<PathBuf> {
         .expect("scripts/python-env runs");
     assert!(out.status.success(), "scripts/python-env failed");
     Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
-    let data = dir.join(format!("node-{id}"));
-    let log = std::fs::File::create(dir.join(format!("node-{id}.log"))).expect("a log file");
-    let mut command = Command::new(BIN);
-    command
-        .args(["serve", "--node-id", &id.to_string()])
-        .args(["--data-dir", data.to_str().unwrap()])
-        .args(["--config", dir.join("gatehouse.toml").to_str().unwrap()])
-        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(["--heartbeat-ms", "50", "--election-min-ms", "300"])
-        .args([
-            "--election-max-ms",
-            "600",
-            "--home-unreachable-after-ms",
-            "1500",
-        ])
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(log);
-    if let Some(token) = token {
-        command.env("GATEHOUSE_TOKEN", token);
-    }
-    let mut child = command.spawn().expect("gatehouse serve starts");
-    // "node N serving gRPC on ADDR and HTTP on ADDR"; the rest is drained.
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = lines.next().and_then(Result::ok).unwrap_or_default();
-    std::thread::spawn(move || lines.for_each(drop));
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let after = |word: &str| {
-        words
-            .iter()
-            .position(|w| *w == word)
-            .and_then(|i| words.get(i + 2))
-            .map(|s| (*s).to_owned())
-            .unwrap_or_else(|| {
-                let log =
-                    std::fs::read_to_string(dir.join(format!("node-{id}.log"))).unwrap_or_default();
-                panic!("node {id} said {line:?}; its log:\n{log}")
-            })
-    };
-    Node {
-        grpc: after("gRPC"),
-        http: after("HTTP"),
-        child,
-    }
-}
-
-fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(["--addr", addr, "--token", token])
-        .args(args)
-        .output()
-        .expect("the CLI runs")
-}
-
-fn ok(out: Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
 }
 
 /// Retries `check` every 200 ms until it answers `Some` or `within` passes.
@@ -246,14 +168,27 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
     )
     .unwrap();
 
-    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    let config = dir.path().join("gatehouse.toml");
+    let common = [
+        "--config",
+        config.to_str().unwrap(),
+        "--home-unreachable-after-ms",
+        "1500",
+    ];
+    let first = serve(
+        1,
+        dir.path(),
+        &[&common[..], &["--bootstrap"]].concat(),
+        None,
+    );
     let token = std::fs::read_to_string(dir.path().join("node-1/admin.key"))
         .unwrap()
         .trim()
         .to_owned();
     let mut nodes = vec![first];
     for id in [2u64, 3] {
-        let node = serve(id, dir.path(), &["--join", &nodes[0].grpc], Some(&token));
+        let join = [&common[..], &["--join", &nodes[0].grpc]].concat();
+        let node = serve(id, dir.path(), &join, Some(&token));
         nodes.push(node);
         let addr = nodes[0].grpc.clone();
         until("the learner catches up", Duration::from_secs(30), || {

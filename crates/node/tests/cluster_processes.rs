@@ -4,89 +4,12 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+mod common;
 
-/// A node process, killed when dropped.
-struct Node {
-    id: u64,
-    child: Child,
-    grpc: String,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
-    let data = dir.join(format!("node-{id}"));
-    let log = std::fs::File::create(dir.join(format!("node-{id}.log"))).expect("a log file");
-    let mut command = Command::new(BIN);
-    command
-        .args([
-            "serve",
-            "--node-id",
-            &id.to_string(),
-            "--data-dir",
-            data.to_str().unwrap(),
-        ])
-        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args([
-            "--heartbeat-ms",
-            "50",
-            "--election-min-ms",
-            "300",
-            "--election-max-ms",
-            "600",
-        ])
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(log);
-    if let Some(token) = token {
-        command.env("GATEHOUSE_TOKEN", token);
-    }
-    let mut child = command.spawn().expect("gatehouse serve starts");
-    // The first line names the address it bound; the rest is drained so the node never
-    // writes into a closed pipe.
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let line = lines.next().and_then(Result::ok).unwrap_or_default();
-    std::thread::spawn(move || lines.for_each(drop));
-    let grpc = line
-        .split_whitespace()
-        .skip_while(|w| *w != "on")
-        .nth(1)
-        .unwrap_or_else(|| {
-            let log =
-                std::fs::read_to_string(dir.join(format!("node-{id}.log"))).unwrap_or_default();
-            panic!("node {id} said {line:?}; its log:\n{log}")
-        })
-        .to_owned();
-    Node { id, child, grpc }
-}
-
-fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(["--addr", addr, "--token", token])
-        .args(args)
-        .output()
-        .expect("the CLI runs")
-}
-
-fn ok(out: Output) -> String {
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
+use common::{BIN, cli, ok, serve};
 
 /// `cluster status -o json` from `addr`, retried until `check` holds or 20 s pass.
 fn status_until(addr: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {

@@ -1,0 +1,92 @@
+//! Real `gatehouse` processes for the process-level tests: `gatehouse serve` on loopback with
+//! fast Raft timings, and the command line against a node.
+
+#![allow(dead_code)] // each test file uses what it needs
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+
+/// A node process, killed when dropped.
+#[derive(Debug)]
+pub struct Node {
+    pub id: u64,
+    pub child: Child,
+    pub grpc: String,
+    pub http: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `gatehouse serve` as node `id`, its data under `dir/node-ID` and its log in `dir/node-ID.log`,
+/// on ports the kernel picks; `extra` arguments after the common ones.
+pub fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
+    let data = dir.join(format!("node-{id}"));
+    let log = std::fs::File::create(dir.join(format!("node-{id}.log"))).expect("a log file");
+    let mut command = Command::new(BIN);
+    command
+        .args(["serve", "--node-id", &id.to_string()])
+        .args(["--data-dir", data.to_str().unwrap()])
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--heartbeat-ms", "50", "--election-min-ms", "300"])
+        .args(["--election-max-ms", "600"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(log);
+    if let Some(token) = token {
+        command.env("GATEHOUSE_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("gatehouse serve starts");
+    // "node N serving gRPC on ADDR and HTTP on ADDR"; the rest is drained so the node never
+    // writes into a closed pipe.
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let line = lines.next().and_then(Result::ok).unwrap_or_default();
+    std::thread::spawn(move || lines.for_each(drop));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let address_of = |listener: &str| {
+        words
+            .iter()
+            .position(|w| *w == listener)
+            .and_then(|i| words.get(i + 2))
+            .map(|s| (*s).to_owned())
+            .unwrap_or_else(|| {
+                let log =
+                    std::fs::read_to_string(dir.join(format!("node-{id}.log"))).unwrap_or_default();
+                panic!("node {id} said {line:?}; its log:\n{log}")
+            })
+    };
+    Node {
+        id,
+        grpc: address_of("gRPC"),
+        http: address_of("HTTP"),
+        child,
+    }
+}
+
+/// The command line against the node at `addr`.
+pub fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["--addr", addr, "--token", token])
+        .args(args)
+        .output()
+        .expect("the CLI runs")
+}
+
+/// What a command printed, after checking it succeeded.
+pub fn ok(out: Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}

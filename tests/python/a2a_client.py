@@ -31,7 +31,8 @@ names) on gRPC. The SDK itself adds the `A2A-Version: 1.0` service parameter (HT
 
 A streaming command reads until the server ends the stream, a task reaches one of the
 --stop-on states (default: the terminal ones, TASK_STATE_COMPLETED, _FAILED, _CANCELED,
-_REJECTED) or --deadline seconds pass.
+_REJECTED) or --deadline seconds pass. With --ready-file PATH it writes PATH once the first event
+has arrived, so that a test acts on the task only when the stream is surely open.
 
 Prints exactly one JSON object on stdout, with "command" and "transport", and exits 0 if the
 server answered (an A2A error is an answer: the object then has "error": {"code", "message",
@@ -457,6 +458,10 @@ async def read_stream(
             out["final"] = task_json(aggregate.task) if aggregate.task else None
             shown = event_json(event, aggregate)
             events.append(shown)
+            if len(events) == 1 and args.ready_file:
+                # The stream is open and has answered: whoever waits on the file may act now.
+                with open(args.ready_file, "w") as ready:
+                    ready.write(shown.get("state") or "")
             if shown["kind"] in ("task", "status") and shown["state"] in stop_on:
                 out["ended"] = "stop_state"
                 return
@@ -624,6 +629,7 @@ def main() -> int:
     parser.add_argument("--header", action="append", metavar="NAME=VALUE", help="one more header on every request")
     parser.add_argument("--tenant", help="the requests' tenant field")
     parser.add_argument("--deadline", type=float, default=30.0, help="seconds a call, wait or stream may take")
+    parser.add_argument("--ready-file", help="written once a stream has delivered its first event")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("card")
     commands.add_parser("extended-card")

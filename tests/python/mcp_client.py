@@ -142,6 +142,8 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> dict[str, Any]:
         out["pending"] = pending
         out["polls"] = 0
         if pending is None:
+            # Final at once: an approver may have acted before the answer was made.
+            out["final"] = not still_running(result)
             return out
         call_id = call_id_of(pending)
         if call_id is None:

@@ -165,8 +165,24 @@ fn a_destructive_task_waits_for_approval_over_grpc_and_then_completes() -> anyho
         );
         assert!(fixture.upstream.transfers().len() == n, "nothing ran yet");
 
-        // A subscriber follows the task from AUTH_REQUIRED to the end.
-        let subscriber = bot.spawn(&["subscribe", &call_id])?;
+        // A subscriber follows the task from AUTH_REQUIRED to the end; the approver acts only
+        // once its stream has delivered the task.
+        let ready = tempfile::NamedTempFile::new()?.into_temp_path();
+        std::fs::remove_file(&ready)?;
+        let subscriber = bot.spawn(&[
+            "--ready-file",
+            ready.to_str().unwrap(),
+            "subscribe",
+            &call_id,
+        ])?;
+        let deadline = std::time::Instant::now() + SETTLE;
+        while !ready.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the subscription never opened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let watching = bot.run(&["get", &call_id])?;
         assert_eq!(state(&watching), AUTH_REQUIRED, "{watching}");
         fixture.approve(&call_id)?;

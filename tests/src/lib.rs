@@ -171,6 +171,7 @@ impl TestCluster {
             actors: fast_actors(self.timings),
             jwt: Vec::new(),
             mcp: Default::default(),
+            ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

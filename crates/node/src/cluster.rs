@@ -187,6 +187,36 @@ impl Cluster {
             .map_err(|e| WriteError::Unavailable(WRITE_DEADLINE, e))
     }
 
+    /// The leader's commit index, as far as this node can learn it within `within`: its own
+    /// when it leads (no round trip), else the read index the leader answers. `Err` when no
+    /// leader is known or it did not answer in time.
+    pub async fn leader_commit(&self, within: Duration) -> Result<u64, String> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let Some(leader) = metrics.current_leader else {
+            return Err("no leader".to_owned());
+        };
+        if leader == self.id {
+            return self
+                .raft
+                .with_raft_state(|state| state.committed.map_or(0, |id| id.index))
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let addr = metrics
+            .membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|node| node.addr.clone())
+            .ok_or_else(|| format!("leader {leader} is not in the membership"))?;
+        match tokio::time::timeout(within, self.forward(leader, &addr, Forwarded::ReadIndex)).await
+        {
+            Ok(Ok(ForwardReply::ReadIndex(index))) => Ok(index),
+            Ok(Ok(other)) => Err(format!("leader {leader} answered {other:?}")),
+            Ok(Err(e)) => Err(format!("asking leader {leader}: {e}")),
+            Err(_) => Err(format!("leader {leader} did not answer within {within:?}")),
+        }
+    }
+
     /// Waits until this node has applied `index`.
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), String> {
         let mut applied = self.applied.clone();

@@ -76,6 +76,10 @@ pub struct RawServeConfig {
     #[arg(long = "mcp-allowed-host", value_name = "HOST")]
     #[serde(default)]
     pub mcp_allowed_hosts: Vec<String>,
+    /// `/readyz` answers 503 while this node's applied index trails the leader's commit index
+    /// by more than this many entries (default 1000).
+    #[arg(long)]
+    pub ready_max_lag: Option<u64>,
     /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
     #[arg(skip)]
     #[serde(default)]
@@ -228,6 +232,7 @@ impl RawServeConfig {
                 .or(file.home_unreachable_after_ms),
             passivate_after_secs: self.passivate_after_secs.or(file.passivate_after_secs),
             call_retention_hours: self.call_retention_hours.or(file.call_retention_hours),
+            ready_max_lag: self.ready_max_lag.or(file.ready_max_lag),
             jwt: if self.jwt.is_empty() {
                 file.jwt
             } else {
@@ -388,6 +393,7 @@ impl RawServeConfig {
             actors,
             jwt: self.jwt,
             mcp,
+            ready_max_lag: self.ready_max_lag.unwrap_or(DEFAULT_READY_MAX_LAG),
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -446,6 +452,9 @@ impl Default for RaftTimings {
     }
 }
 
+/// How far (in log entries) a node may trail the leader's commit index and still be ready.
+pub const DEFAULT_READY_MAX_LAG: u64 = 1_000;
+
 /// The longest `mcp-approval-wait-ms` may be.
 pub const MAX_APPROVAL_WAIT: Duration = Duration::from_secs(10);
 
@@ -484,6 +493,8 @@ pub struct ServeConfig {
     /// Trusted JWT issuers, for the HTTP fronts.
     pub jwt: Vec<JwtIssuerConfig>,
     pub mcp: McpSettings,
+    /// `/readyz` fails while applied trails the leader's commit index by more entries.
+    pub ready_max_lag: u64,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -500,6 +511,7 @@ impl fmt::Debug for ServeConfig {
             .field("actors", &self.actors)
             .field("jwt", &self.jwt)
             .field("mcp", &self.mcp)
+            .field("ready_max_lag", &self.ready_max_lag)
             .finish_non_exhaustive()
     }
 }
@@ -549,6 +561,23 @@ mod tests {
         assert_eq!(config.node_id, 1);
         assert_eq!(config.raft.heartbeat, Duration::from_millis(50));
         assert_eq!(config.start, Start::Resume);
+        assert_eq!(config.ready_max_lag, DEFAULT_READY_MAX_LAG);
+    }
+
+    #[test]
+    fn ready_max_lag_is_read_from_the_file_and_a_flag_wins() {
+        let file: RawServeConfig =
+            toml::from_str("node-id = 1\ndata-dir = \"/d\"\nready-max-lag = 50\n").unwrap();
+        let config = RawServeConfig::default()
+            .over(file.clone())
+            .validate(None)
+            .unwrap();
+        assert_eq!(config.ready_max_lag, 50);
+        let flags = RawServeConfig {
+            ready_max_lag: Some(7),
+            ..Default::default()
+        };
+        assert_eq!(flags.over(file).validate(None).unwrap().ready_max_lag, 7);
     }
 
     #[test]

@@ -1,22 +1,21 @@
-//! The node's HTTP listener: liveness and readiness for load balancers and supervisors, the MCP
-//! front at `/mcp` (see `crate::mcp`), and the A2A front's card and JSON-RPC binding (see
-//! `crate::a2a`).
+//! The node's HTTP listener: liveness and readiness for load balancers and supervisors,
+//! Prometheus metrics at `/metrics` (see `crate::metrics`), the MCP front at `/mcp` (see
+//! `crate::mcp`), and the A2A front's card and JSON-RPC binding (see `crate::a2a`).
 
 use crate::config::McpSettings;
+use crate::metrics::{self, Metrics};
 use crate::pipeline::Pipeline;
+use crate::readiness::Readiness;
 use axum::Router;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::routing::get;
-use gatehouse_actors::Health;
-use gatehouse_raft_store::Raft;
 use std::sync::Arc;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// `stop` ends the MCP front's sessions and both fronts' streams when the node stops.
 pub fn router(
-    raft: Raft,
-    health: watch::Receiver<Health>,
+    readiness: Readiness,
+    metrics: Metrics,
     pipeline: Pipeline,
     mcp: McpSettings,
     a2a: Arc<crate::a2a::Front>,
@@ -28,21 +27,24 @@ pub fn router(
         .route(
             "/readyz",
             get(move || {
-                let raft = raft.clone();
-                let health = health.borrow().clone();
+                let readiness = readiness.clone();
                 async move {
-                    // Ready once the node knows a leader (writes and linearizable reads can go
-                    // somewhere) and its supervision tree has given up on nothing.
-                    if let Health::NotReady { reason } = health {
-                        return (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            format!("not ready: {reason}\n"),
-                        );
+                    match readiness.check().await {
+                        Ok(line) => (StatusCode::OK, line + "\n"),
+                        Err(line) => (StatusCode::SERVICE_UNAVAILABLE, line + "\n"),
                     }
-                    match raft.current_leader().await {
-                        Some(leader) => (StatusCode::OK, format!("ready, leader {leader}\n")),
-                        None => (StatusCode::SERVICE_UNAVAILABLE, "no leader\n".to_owned()),
-                    }
+                }
+            }),
+        )
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+                        metrics.render().await,
+                    )
                 }
             }),
         )

@@ -6,10 +6,13 @@ use crate::cluster::Cluster;
 use crate::config::{ServeConfig, Start};
 use crate::executor::NodeExecutor;
 use crate::feed::CallFeed;
+use crate::grpc_health::GrpcHealth;
+use crate::metrics::{Metrics, NodeSources};
 use crate::net::{NetworkFactory, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
 use crate::pipeline::audit::Audited;
+use crate::readiness::Readiness;
 use crate::services;
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
@@ -55,6 +58,10 @@ pub struct NodeHandle {
     pub actors: Actors,
     /// This node's audit log: closed (flushed) last on shutdown.
     pub audit: AuditLog,
+    /// What `/metrics` serves.
+    pub metrics: Metrics,
+    /// The gRPC health service's statuses.
+    pub grpc_health: GrpcHealth,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -76,6 +83,8 @@ impl NodeHandle {
     /// Lets running executions finish (up to a grace period) so their outcomes are recorded,
     /// stops listening, stops Raft, and waits for the listeners to drain.
     pub async fn shutdown(self) {
+        // Health checkers hear first, so balancers stop sending before anything stops.
+        self.grpc_health.stopping().await;
         // Actors first, while the listeners still carry Raft traffic: a running execution's
         // completion must still commit and be applied here.
         self.actors.stop(EXECUTION_GRACE).await;
@@ -170,9 +179,10 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .with_batching();
 
-    let executor: Arc<dyn Executor> = Arc::new(
-        NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin")),
-    );
+    let node_executor =
+        NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin"));
+    let breakers = node_executor.breaker_states();
+    let executor: Arc<dyn Executor> = Arc::new(node_executor);
     let audit = AuditLog::open(&files.audit_dir(), config.node_id)
         .with_context(|| format!("opening the audit log in {}", files.audit_dir().display()))?;
     let actors = Actors::start(
@@ -188,13 +198,20 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .await?;
 
+    let metrics = Metrics::for_node(NodeSources {
+        cluster: cluster.clone(),
+        actors: actors.clone(),
+        breakers,
+    });
     let pipeline = Pipeline::new(
         cluster.clone(),
         actors.clone(),
         executor,
         authenticator,
         audit.clone(),
-    );
+    )
+    .with_metrics(metrics.clone());
+    let (grpc_health, health_service) = GrpcHealth::start().await;
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
@@ -215,14 +232,19 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 pipeline: pipeline.clone(),
                 a2a: a2a.clone(),
             },
+            health_service,
             &config,
             stopped.clone(),
-        ),
+        )?,
         serve_http(
             http_listener,
             crate::http::router(
-                raft.clone(),
-                actors.health(),
+                Readiness {
+                    cluster: cluster.clone(),
+                    health: actors.health(),
+                    max_lag: config.ready_max_lag,
+                },
+                metrics.clone(),
                 pipeline,
                 config.mcp.clone(),
                 a2a,
@@ -264,6 +286,8 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         admin_key,
         actors,
         audit,
+        metrics,
+        grpc_health,
         stop,
         tasks,
     })
@@ -276,13 +300,17 @@ struct Services {
     a2a: Arc<crate::a2a::Front>,
 }
 
-fn serve_grpc(
+fn serve_grpc<H>(
     listener: TcpListener,
     cluster: &Cluster,
     front: Services,
+    health: tonic_health::pb::health_server::HealthServer<H>,
     config: &ServeConfig,
     mut stopped: watch::Receiver<bool>,
-) -> JoinHandle<()> {
+) -> anyhow::Result<JoinHandle<()>>
+where
+    H: tonic_health::pb::health_server::Health,
+{
     let reachable_window = (config.raft.election_max * 3).max(Duration::from_secs(1));
     let router = tonic::transport::Server::builder()
         .add_service(
@@ -314,8 +342,11 @@ fn serve_grpc(
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
             front.pipeline,
         )))
-        .add_service(crate::a2a::grpc_service(front.a2a));
-    tokio::spawn(async move {
+        .add_service(crate::a2a::grpc_service(front.a2a))
+        .add_service(health)
+        .add_service(crate::grpc_health::reflection_v1()?)
+        .add_service(crate::grpc_health::reflection_v1alpha()?);
+    Ok(tokio::spawn(async move {
         let shutdown = async move {
             let _ = stopped.wait_for(|s| *s).await;
         };
@@ -329,7 +360,7 @@ fn serve_grpc(
         {
             tracing::error!(error = %e, "gRPC listener failed");
         }
-    })
+    }))
 }
 
 /// Serves `router`; on stop, ends the MCP front's sessions first (their event streams would

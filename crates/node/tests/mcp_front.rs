@@ -76,6 +76,7 @@ impl Fixture {
                 ..McpSettings::default()
             },
             jwt: Vec::new(),
+            ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             filter: Arc::new(OpenNetwork),
         };
         let node = server::start(config).await.unwrap();

@@ -23,6 +23,7 @@ use gatehouse_registry::call::CallId;
 use gatehouse_registry::resource::{
     CredentialRef, HttpBinding, Kind, Resource, ResourceKey, UpstreamKind, UpstreamSpec,
 };
+pub use resilience::BreakerState;
 use resilience::{Breakers, Plan};
 use serde_json::Value;
 use std::sync::{Arc, PoisonError};
@@ -92,6 +93,11 @@ impl NodeExecutor {
         }
     }
 
+    /// A view of this executor's circuit breakers (shared with its clones), for the metrics.
+    pub fn breaker_states(&self) -> BreakerStates {
+        BreakerStates(self.breakers.clone())
+    }
+
     /// Lets built-in tools keep state in `dir` (the node's data directory has one).
     pub fn with_state_dir(mut self, dir: std::path::PathBuf) -> Self {
         self.state_dir = Some(dir);
@@ -124,6 +130,18 @@ impl NodeExecutor {
             .tool(tenant, tool)
             .and_then(|(spec, _)| spec.http.clone());
         Some((key.to_string(), spec, binding))
+    }
+}
+
+/// Read-only access to an executor's circuit breakers: what the node's metrics report, without
+/// the executor knowing about metrics.
+#[derive(Debug, Clone)]
+pub struct BreakerStates(Arc<Breakers>);
+
+impl BreakerStates {
+    /// Each upstream this node has called, by its registry key, and its breaker's state now.
+    pub fn snapshot(&self) -> Vec<(String, BreakerState)> {
+        self.0.snapshot()
     }
 }
 

@@ -69,6 +69,26 @@ pub(super) struct Breaker {
     probing: Option<Instant>,
 }
 
+/// Where a breaker stands, as the node's metrics report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    Closed,
+    /// The cooldown is over: the next attempt (or the one out now) is the probe.
+    HalfOpen,
+    Open,
+}
+
+impl BreakerState {
+    /// The gauge value: 0 closed, 1 half-open, 2 open.
+    pub fn level(self) -> i64 {
+        match self {
+            BreakerState::Closed => 0,
+            BreakerState::HalfOpen => 1,
+            BreakerState::Open => 2,
+        }
+    }
+}
+
 /// Whether an attempt may go to the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Admission {
@@ -110,6 +130,14 @@ impl Breaker {
     pub fn release(&mut self) {
         self.probing = None;
     }
+
+    pub fn state(&self, now: Instant) -> BreakerState {
+        match self.open_until {
+            None => BreakerState::Closed,
+            Some(until) if now < until => BreakerState::Open,
+            Some(_) => BreakerState::HalfOpen,
+        }
+    }
 }
 
 /// The breakers of every upstream this node has called, by upstream key.
@@ -147,6 +175,21 @@ impl Breakers {
         all.entry(key.to_owned())
             .or_default()
             .record(failed, policy, Instant::now());
+    }
+
+    /// Every breaker's state now, by upstream key, in key order.
+    pub fn snapshot(&self) -> Vec<(String, BreakerState)> {
+        let now = Instant::now();
+        let all = self
+            .by_upstream
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut states: Vec<_> = all
+            .iter()
+            .map(|(key, breaker)| (key.clone(), breaker.state(now)))
+            .collect();
+        states.sort_by(|a, b| a.0.cmp(&b.0));
+        states
     }
 
     fn release(&self, key: &str) {
@@ -273,5 +316,40 @@ mod tests {
         breaker.record(false, POLICY, much_later);
         assert_eq!(breaker.admit(POLICY, much_later), Admission::Closed);
         assert_eq!(breaker, Breaker::default());
+    }
+
+    #[test]
+    fn the_state_follows_the_breaker_from_closed_to_open_to_half_open() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::default();
+        assert_eq!(breaker.state(t0), BreakerState::Closed);
+        for _ in 0..3 {
+            breaker.record(true, POLICY, t0);
+        }
+        assert_eq!(breaker.state(t0), BreakerState::Open);
+        let later = t0 + Duration::from_millis(1500);
+        assert_eq!(breaker.state(later), BreakerState::HalfOpen);
+        assert_eq!(breaker.admit(POLICY, later), Admission::Probe);
+        assert_eq!(breaker.state(later), BreakerState::HalfOpen);
+        breaker.record(false, POLICY, later);
+        assert_eq!(breaker.state(later), BreakerState::Closed);
+
+        let breakers = Breakers::default();
+        breakers.record(
+            "upstream/acme/b",
+            true,
+            BreakerPolicy {
+                failures: 1,
+                ..POLICY
+            },
+        );
+        breakers.record("upstream/acme/a", false, POLICY);
+        assert_eq!(
+            breakers.snapshot(),
+            [
+                ("upstream/acme/a".to_owned(), BreakerState::Closed),
+                ("upstream/acme/b".to_owned(), BreakerState::Open),
+            ]
+        );
     }
 }

@@ -17,6 +17,7 @@ pub use error::{ErrorCode, GatewayError};
 use crate::auth::{AuthError, Authenticator, Caller};
 use crate::budget::{Budgets, RetryAfter};
 use crate::cluster::{Cluster, WriteError, now_ms};
+use crate::metrics::{self, Metrics};
 use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, Validators, plan_call_with};
@@ -58,6 +59,7 @@ pub struct Pipeline {
     validators: Validators,
     authenticator: Authenticator,
     audit: AuditLog,
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -84,7 +86,14 @@ impl Pipeline {
             validators: Validators::new(10_000),
             authenticator,
             audit,
+            metrics: Metrics::new(),
         }
+    }
+
+    /// Counts and times every call in `metrics` (the node's registry) instead of a private one.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// This node's audit log.
@@ -135,20 +144,59 @@ impl Pipeline {
     /// run at once and a refusal off the response path, a replicated call durably before the
     /// answer.
     pub async fn call(&self, caller: &Caller, input: CallInput) -> Result<Envelope, GatewayError> {
-        let (result, replicated) = self.run(caller, &input).await;
+        let started = std::time::Instant::now();
+        let result = self.call_audited(caller, &input).await;
+        let (tenant, tool) = self.labels(caller, &input, result.as_ref().err());
+        let outcome = match &result {
+            Ok(envelope) => envelope.state.as_str().to_owned(),
+            Err(error) => format!("refused:{}", error.code.as_str()),
+        };
+        self.metrics
+            .record_call(tenant, tool, &outcome, started.elapsed());
+        result
+    }
+
+    /// The tenant and tool a call is counted under: the request's own only when they exist
+    /// for the caller, so a caller cannot mint metric labels.
+    fn labels<'a>(
+        &self,
+        caller: &Caller,
+        input: &'a CallInput,
+        error: Option<&GatewayError>,
+    ) -> (&'a str, &'a str) {
+        if !caller.member_of(&input.tenant) {
+            return (metrics::UNKNOWN, metrics::UNKNOWN);
+        }
+        let tool_unknown = match error {
+            Some(e) => matches!(e.code, ErrorCode::NotFound | ErrorCode::UnknownTool),
+            None => false,
+        };
+        if tool_unknown {
+            (&input.tenant, metrics::UNKNOWN)
+        } else {
+            (&input.tenant, &input.tool)
+        }
+    }
+
+    async fn call_audited(
+        &self,
+        caller: &Caller,
+        input: &CallInput,
+    ) -> Result<Envelope, GatewayError> {
+        let (result, replicated) = self.run(caller, input).await;
         match &result {
             Ok(envelope) if replicated => {
-                let entry = audit::call_entry(caller, &input, envelope);
+                let entry = audit::call_entry(caller, input, envelope);
                 self.audit.record_durable(entry).await.map_err(|e| {
                     GatewayError::unavailable(format!("the audit log could not be written: {e}"))
                 })?;
             }
             Ok(envelope) => self
                 .audit
-                .record(audit::call_entry(caller, &input, envelope)),
+                .record(audit::call_entry(caller, input, envelope)),
             Err(error) => self
                 .audit
-                .record(audit::refusal_entry(caller, &input, error)),
+                .record(audit::refusal_entry(caller, input, error)),
         }
         result
     }

@@ -46,6 +46,15 @@ impl GrpcHealth {
         self.set_all(ServingStatus::NotServing).await;
     }
 
+    /// Forgets every status, which ends open `Watch` streams: the listener's graceful stop
+    /// waits for its streams, and a watcher would otherwise hold it open for good.
+    pub async fn close(&self) {
+        let mut reporter = self.reporter.clone();
+        for name in std::iter::once("").chain(SERVICES) {
+            reporter.clear_service_status(name).await;
+        }
+    }
+
     async fn set_all(&self, status: ServingStatus) {
         for name in std::iter::once("").chain(SERVICES) {
             self.reporter.set_service_status(name, status).await;

@@ -88,6 +88,7 @@ impl NodeHandle {
         // Actors first, while the listeners still carry Raft traffic: a running execution's
         // completion must still commit and be applied here.
         self.actors.stop(EXECUTION_GRACE).await;
+        self.grpc_health.close().await;
         let _ = self.stop.send(true);
         let _ = self.cluster.raft.shutdown().await;
         for task in self.tasks {

@@ -378,6 +378,41 @@ async fn grpc_health_serves_every_service_until_the_node_stops() {
 }
 
 #[tokio::test]
+async fn a_health_watcher_hears_not_serving_and_does_not_hold_the_stop_open() {
+    let (node, _dir) = start().await;
+    let channel = Channel::from_shared(grpc_url(&node))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut watch = HealthClient::new(channel)
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = watch.next().await.unwrap().unwrap().status;
+    assert_eq!(ServingStatus::try_from(first), Ok(ServingStatus::Serving));
+
+    let stopping = tokio::spawn(node.shutdown());
+    let heard = tokio::time::timeout(DEADLINE, watch.next())
+        .await
+        .expect("the watcher hears the node stop")
+        .unwrap()
+        .unwrap()
+        .status;
+    assert_eq!(
+        ServingStatus::try_from(heard),
+        Ok(ServingStatus::NotServing)
+    );
+    tokio::time::timeout(DEADLINE, stopping)
+        .await
+        .expect("the node stops although a watch stream was open")
+        .unwrap();
+}
+
+#[tokio::test]
 async fn reflection_lists_the_gatehouse_services_in_v1_and_v1alpha() {
     use tonic_reflection::pb::{v1, v1alpha};
     let (node, _dir) = start().await;

@@ -1,5 +1,6 @@
-//! `gatehouse serve` configuration: a TOML file whose keys are the flags' names, flags over the
-//! file, defaults under both, and one `validate` that reports every problem at once.
+//! `gatehouse serve` configuration: a TOML file whose keys are the flags' names, `GATEHOUSE_*`
+//! environment variables over the file, flags over both, defaults under all, and one `validate`
+//! that reports every problem at once.
 
 use crate::net::{OpenNetwork, SharedFilter};
 use gatehouse_actors::ActorSettings;
@@ -204,7 +205,60 @@ impl JwtIssuerConfig {
     }
 }
 
+/// The prefix of the environment variables that configure `gatehouse serve`: `GATEHOUSE_` and the
+/// setting's name in upper case with `_` for `-` (`GATEHOUSE_HEARTBEAT_MS`,
+/// `GATEHOUSE_MCP_ALLOWED_ORIGINS=https://a.example,https://b.example`).
+pub const ENV_PREFIX: &str = "GATEHOUSE_";
+
+/// `GATEHOUSE_*` variables that are not server settings: the command-line client's address and
+/// key (a joining node's key is `--token`'s), and the test tooling's Python environment.
+pub const NOT_SERVER_SETTINGS: [&str; 3] = ["GATEHOUSE_ADDR", "GATEHOUSE_TOKEN", "GATEHOUSE_VENV"];
+
+/// Settings whose value is a list: comma-separated in the environment.
+const LIST_SETTINGS: [&str; 2] = ["mcp-allowed-origins", "mcp-allowed-hosts"];
+
 impl RawServeConfig {
+    /// The settings `vars` (the process environment, in production) give: every `GATEHOUSE_*`
+    /// variable but [`NOT_SERVER_SETTINGS`]. A variable that names no setting, or whose value does
+    /// not fit it, is a problem; all of them are reported at once. JWT issuers come from the file
+    /// only.
+    pub fn from_env(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<RawServeConfig, ConfigErrors> {
+        let mut table = toml::Table::new();
+        let mut problems = Vec::new();
+        let mut vars: Vec<(String, String)> = vars
+            .into_iter()
+            .filter(|(name, _)| {
+                name.starts_with(ENV_PREFIX) && !NOT_SERVER_SETTINGS.contains(&name.as_str())
+            })
+            .collect();
+        vars.sort();
+        for (name, value) in vars {
+            let key = name[ENV_PREFIX.len()..]
+                .to_ascii_lowercase()
+                .replace('_', "-");
+            if key == "jwt" {
+                problems.push(format!(
+                    "{name}: JWT issuers are set in the file's [[jwt]] tables"
+                ));
+                continue;
+            }
+            match env_value(&key, &value) {
+                Ok(value) => {
+                    table.insert(key, value);
+                }
+                Err(why) => problems.push(format!("{name}={value:?}: {why}")),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ConfigErrors(problems));
+        }
+        table
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigErrors(vec![format!("environment: {e}")]))
+    }
+
     pub fn from_file(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
@@ -399,6 +453,40 @@ impl RawServeConfig {
     }
 }
 
+/// One variable's value as the setting `key` takes it: a list, a number or a flag where the
+/// setting is one, else text. A key that is no setting is refused by name.
+fn env_value(key: &str, value: &str) -> Result<toml::Value, String> {
+    let candidates = if LIST_SETTINGS.contains(&key) {
+        let items = value
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| toml::Value::String(v.to_owned()))
+            .collect();
+        vec![toml::Value::Array(items)]
+    } else {
+        let mut candidates = Vec::new();
+        if let Ok(n) = value.trim().parse::<i64>() {
+            candidates.push(toml::Value::Integer(n));
+        }
+        if let Ok(b) = value.trim().parse::<bool>() {
+            candidates.push(toml::Value::Boolean(b));
+        }
+        candidates.push(toml::Value::String(value.to_owned()));
+        candidates
+    };
+    let mut last = String::new();
+    for candidate in candidates {
+        let mut one = toml::Table::new();
+        one.insert(key.to_owned(), candidate.clone());
+        match one.try_into::<RawServeConfig>() {
+            Ok(_) => return Ok(candidate),
+            Err(e) => last = e.message().to_owned(),
+        }
+    }
+    Err(last)
+}
+
 #[derive(Debug)]
 pub struct ConfigErrors(pub Vec<String>);
 
@@ -519,6 +607,94 @@ impl fmt::Debug for ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> Result<RawServeConfig, ConfigErrors> {
+        RawServeConfig::from_env(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
+    }
+
+    #[test]
+    fn environment_variables_set_settings_by_name_and_type() {
+        let raw = env(&[
+            ("GATEHOUSE_NODE_ID", "3"),
+            ("GATEHOUSE_DATA_DIR", "/var/lib/gatehouse"),
+            ("GATEHOUSE_HEARTBEAT_MS", "250"),
+            ("GATEHOUSE_BOOTSTRAP", "true"),
+            ("GATEHOUSE_JOIN", "10.0.0.1:7401"),
+            (
+                "GATEHOUSE_MCP_ALLOWED_ORIGINS",
+                "https://a.example, https://b.example",
+            ),
+            // The client's own settings and other programs' variables are left alone.
+            ("GATEHOUSE_ADDR", "127.0.0.1:7401"),
+            ("GATEHOUSE_TOKEN", "gate_x"),
+            ("PATH", "/usr/bin"),
+        ])
+        .unwrap();
+        assert_eq!(raw.node_id, Some(3));
+        assert_eq!(raw.data_dir, Some(PathBuf::from("/var/lib/gatehouse")));
+        assert_eq!(raw.heartbeat_ms, Some(250));
+        assert!(raw.bootstrap);
+        assert_eq!(raw.join.as_deref(), Some("10.0.0.1:7401"));
+        assert_eq!(
+            raw.mcp_allowed_origins,
+            ["https://a.example", "https://b.example"]
+        );
+    }
+
+    #[test]
+    fn a_numeric_looking_text_setting_stays_text() {
+        let raw = env(&[("GATEHOUSE_DATA_DIR", "2026"), ("GATEHOUSE_GRPC", "7401")]).unwrap();
+        assert_eq!(raw.data_dir, Some(PathBuf::from("2026")));
+        assert_eq!(raw.grpc.as_deref(), Some("7401"));
+    }
+
+    #[test]
+    fn unknown_and_misfit_variables_are_all_reported() {
+        let ConfigErrors(problems) = env(&[
+            ("GATEHOUSE_HEARTBEET_MS", "50"),
+            ("GATEHOUSE_NODE_ID", "three"),
+            ("GATEHOUSE_JWT", "x"),
+        ])
+        .unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("GATEHOUSE_HEARTBEET_MS")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with("GATEHOUSE_NODE_ID")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.starts_with("GATEHOUSE_JWT")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_which_wins_over_the_file() {
+        let file = RawServeConfig {
+            heartbeat_ms: Some(100),
+            election_min_ms: Some(1_000),
+            snapshot_every: Some(10),
+            ..RawServeConfig::default()
+        };
+        let from_env = env(&[
+            ("GATEHOUSE_HEARTBEAT_MS", "200"),
+            ("GATEHOUSE_ELECTION_MIN_MS", "2000"),
+        ])
+        .unwrap();
+        let flags = RawServeConfig {
+            heartbeat_ms: Some(300),
+            ..RawServeConfig::default()
+        };
+        let merged = flags.over(from_env.over(file));
+        assert_eq!(merged.heartbeat_ms, Some(300));
+        assert_eq!(merged.election_min_ms, Some(2_000));
+        assert_eq!(merged.snapshot_every, Some(10));
+    }
 
     #[test]
     fn every_problem_is_reported_at_once() {

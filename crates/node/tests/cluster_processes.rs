@@ -166,6 +166,58 @@ fn serve_refuses_a_bad_configuration_with_every_problem() {
 }
 
 #[test]
+fn gatehouse_environment_variables_configure_serve_and_a_misspelt_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("from-env");
+    // Settings from the environment, the client's own variables beside them: the node starts.
+    let mut node = Command::new(BIN)
+        .args([
+            "serve",
+            "--bootstrap",
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .env("GATEHOUSE_NODE_ID", "7")
+        .env("GATEHOUSE_DATA_DIR", &data)
+        .env("GATEHOUSE_ADDR", "127.0.0.1:1")
+        .env("GATEHOUSE_TOKEN", "gate_not-a-server-setting")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(node.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    node.kill().unwrap();
+    node.wait().unwrap();
+    assert!(first.starts_with("node 7 serving"), "{first}");
+    assert!(
+        data.join("admin.key").exists(),
+        "the data dir came from GATEHOUSE_DATA_DIR"
+    );
+
+    // A misspelt setting and a value that does not fit are both reported, and nothing starts.
+    let out = Command::new(BIN)
+        .args(["serve", "--bootstrap"])
+        .env("GATEHOUSE_NODE_ID", "seven")
+        .env("GATEHOUSE_HEARTBEET_MS", "50")
+        .env("GATEHOUSE_DATA_DIR", dir.path().join("never"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for expected in ["GATEHOUSE_NODE_ID", "GATEHOUSE_HEARTBEET_MS"] {
+        assert!(err.contains(expected), "missing {expected} in {err}");
+    }
+    assert!(!dir.path().join("never").exists());
+}
+
+#[test]
 fn a_wrong_key_is_refused_and_a_missing_key_is_explained() {
     let dir = tempfile::tempdir().unwrap();
     let node = serve(1, dir.path(), &["--bootstrap"], None);

@@ -13,7 +13,8 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
         Some(path) => RawServeConfig::from_file(path)?,
         None => RawServeConfig::default(),
     };
-    let config = args.raw.over(file).validate(token)?;
+    let env = RawServeConfig::from_env(std::env::vars())?;
+    let config = args.raw.over(env.over(file)).validate(token)?;
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

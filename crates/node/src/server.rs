@@ -439,7 +439,11 @@ async fn join(
             }
         };
         let attempt = async {
-            let mut client = ClusterServiceClient::connect(format!("http://{addr}")).await?;
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+                .connect_timeout(Duration::from_secs(2))
+                .connect()
+                .await?;
+            let mut client = ClusterServiceClient::new(channel);
             let mut request = tonic::Request::new(pb::JoinRequest {
                 node_id: cluster.id,
                 grpc_addr: grpc.to_string(),

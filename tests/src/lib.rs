@@ -21,7 +21,7 @@ pub use upstream::{Invocation, RecordingUpstream};
 
 use anyhow::{Context, bail};
 use gatehouse_actors::ActorSettings;
-use gatehouse_node::config::{RaftTimings, ServeConfig, Start};
+use gatehouse_node::config::{JoinKey, RaftTimings, ServeConfig, Start};
 use gatehouse_node::server::{self, NodeHandle};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -185,7 +185,7 @@ impl TestCluster {
         let via = *self.running.keys().next().context("no node is running")?;
         let start = Start::Join {
             addr: self.addr(via).to_string(),
-            token: self.admin_key.clone(),
+            key: JoinKey::Token(self.admin_key.clone()),
         };
         self.launch(id, start)
     }

@@ -126,8 +126,9 @@ pub enum ImportCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// A TOML file with the same names as these flags (flags win).
-    #[arg(long, value_name = "FILE")]
+    /// A TOML file with the same names as these flags (`GATEHOUSE_*` variables over it, flags
+    /// over both).
+    #[arg(long, value_name = "FILE", env = "GATEHOUSE_CONFIG")]
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub raw: RawServeConfig,

@@ -34,6 +34,11 @@ pub struct RawServeConfig {
     /// Ask the member at this gRPC address to add this node as a learner.
     #[arg(long, value_name = "ADDR")]
     pub join: Option<String>,
+    /// With --join: read the admin key from this file instead of --token or GATEHOUSE_TOKEN,
+    /// waiting while joining for it to appear (a first member's DATA_DIR/admin.key on a
+    /// shared volume).
+    #[arg(long, value_name = "PATH")]
+    pub join_token_file: Option<PathBuf>,
     /// Raft heartbeat interval.
     #[arg(long)]
     pub heartbeat_ms: Option<u64>,
@@ -210,9 +215,15 @@ impl JwtIssuerConfig {
 /// `GATEHOUSE_MCP_ALLOWED_ORIGINS=https://a.example,https://b.example`).
 pub const ENV_PREFIX: &str = "GATEHOUSE_";
 
-/// `GATEHOUSE_*` variables that are not server settings: the command-line client's address and
-/// key (a joining node's key is `--token`'s), and the test tooling's Python environment.
-pub const NOT_SERVER_SETTINGS: [&str; 3] = ["GATEHOUSE_ADDR", "GATEHOUSE_TOKEN", "GATEHOUSE_VENV"];
+/// `GATEHOUSE_*` variables that are not settings of the file: the command-line client's address
+/// and key (a joining node's key is `--token`'s), the file's own path (`--config`), and the test
+/// tooling's Python environment.
+pub const NOT_SERVER_SETTINGS: [&str; 4] = [
+    "GATEHOUSE_ADDR",
+    "GATEHOUSE_TOKEN",
+    "GATEHOUSE_CONFIG",
+    "GATEHOUSE_VENV",
+];
 
 /// Settings whose value is a list: comma-separated in the environment.
 const LIST_SETTINGS: [&str; 2] = ["mcp-allowed-origins", "mcp-allowed-hosts"];
@@ -274,6 +285,7 @@ impl RawServeConfig {
             http: self.http.or(file.http),
             bootstrap: self.bootstrap || file.bootstrap,
             join: self.join.or(file.join),
+            join_token_file: self.join_token_file.or(file.join_token_file),
             heartbeat_ms: self.heartbeat_ms.or(file.heartbeat_ms),
             election_min_ms: self.election_min_ms.or(file.election_min_ms),
             election_max_ms: self.election_max_ms.or(file.election_max_ms),
@@ -339,17 +351,36 @@ impl RawServeConfig {
                 Start::Resume
             }
             (true, None) => Start::Bootstrap,
-            (false, Some(addr)) => match token {
-                Some(token) => Start::Join { addr, token },
-                None => {
+            (false, Some(addr)) => match (token, self.join_token_file) {
+                (Some(token), None) => Start::Join {
+                    addr,
+                    key: JoinKey::Token(token),
+                },
+                (None, Some(path)) => Start::Join {
+                    addr,
+                    key: JoinKey::File(path),
+                },
+                (Some(_), Some(_)) => {
                     problems.push(
-                        "join: needs the cluster's admin key (--token or GATEHOUSE_TOKEN)"
+                        "join-token-file: give it or --token/GATEHOUSE_TOKEN, not both".to_owned(),
+                    );
+                    Start::Resume
+                }
+                (None, None) => {
+                    problems.push(
+                        "join: needs the cluster's admin key (--token, GATEHOUSE_TOKEN or \
+                         join-token-file)"
                             .to_owned(),
                     );
                     Start::Resume
                 }
             },
-            (false, None) => Start::Resume,
+            (false, None) => {
+                if self.join_token_file.is_some() {
+                    problems.push("join-token-file: only with join".to_owned());
+                }
+                Start::Resume
+            }
         };
         let defaults = RaftTimings::default();
         let raft = RaftTimings {
@@ -507,10 +538,44 @@ pub enum Start {
     Bootstrap,
     Join {
         addr: String,
-        token: String,
+        key: JoinKey,
     },
     /// Carry on from the data directory.
     Resume,
+}
+
+/// The admin key a joining node presents.
+#[derive(Clone, PartialEq, Eq)]
+pub enum JoinKey {
+    Token(String),
+    /// Read when joining; a missing or empty file is waited for as long as the join retries.
+    File(PathBuf),
+}
+
+impl JoinKey {
+    /// The key, without the file's trailing newline.
+    pub fn read(&self) -> anyhow::Result<String> {
+        match self {
+            JoinKey::Token(token) => Ok(token.clone()),
+            JoinKey::File(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+                let key = text.trim();
+                anyhow::ensure!(!key.is_empty(), "{} is empty", path.display());
+                Ok(key.to_owned())
+            }
+        }
+    }
+}
+
+// The key itself never reaches a log line.
+impl fmt::Debug for JoinKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinKey::Token(_) => f.write_str("Token(..)"),
+            JoinKey::File(path) => f.debug_tuple("File").field(path).finish(),
+        }
+    }
 }
 
 /// Raft timings. The defaults suit one region (sub-millisecond to a few milliseconds between
@@ -627,6 +692,7 @@ mod tests {
             // The client's own settings and other programs' variables are left alone.
             ("GATEHOUSE_ADDR", "127.0.0.1:7401"),
             ("GATEHOUSE_TOKEN", "gate_x"),
+            ("GATEHOUSE_CONFIG", "/etc/gatehouse/gatehouse.toml"),
             ("PATH", "/usr/bin"),
         ])
         .unwrap();
@@ -802,8 +868,83 @@ mod tests {
             ..Default::default()
         };
         assert!(raw.clone().validate(None).is_err());
-        let config = raw.validate(Some("k".into())).unwrap();
-        assert!(matches!(config.start, Start::Join { ref token, .. } if token == "k"));
+        let config = raw.clone().validate(Some("k".into())).unwrap();
+        assert_eq!(
+            config.start,
+            Start::Join {
+                addr: "127.0.0.1:7001".into(),
+                key: JoinKey::Token("k".into()),
+            }
+        );
+        assert!(!format!("{config:?}").contains("\"k\""), "{config:?}");
+    }
+
+    #[test]
+    fn the_deployment_examples_are_valid_configs() {
+        let examples = [
+            (
+                "single-node",
+                include_str!("../../../deploy/config/single-node.toml"),
+            ),
+            (
+                "cluster-member",
+                include_str!("../../../deploy/config/cluster-member.toml"),
+            ),
+            (
+                "multi-region-member",
+                include_str!("../../../deploy/config/multi-region-member.toml"),
+            ),
+        ];
+        for (name, text) in examples {
+            let raw: RawServeConfig =
+                toml::from_str(text).unwrap_or_else(|e| panic!("{name}.toml: {e}"));
+            let config = raw
+                .validate(None)
+                .unwrap_or_else(|e| panic!("{name}.toml: {e}"));
+            match name {
+                "single-node" => assert_eq!(config.start, Start::Bootstrap),
+                _ => assert!(
+                    matches!(
+                        config.start,
+                        Start::Join {
+                            key: JoinKey::File(_),
+                            ..
+                        }
+                    ),
+                    "{name}.toml: {:?}",
+                    config.start
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_join_token_file_replaces_the_token_and_is_read_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("admin.key");
+        let file: RawServeConfig = toml::from_str(&format!(
+            "node-id = 2\ndata-dir = \"/d\"\njoin = \"10.0.0.1:7400\"\njoin-token-file = {:?}\n",
+            path.display().to_string()
+        ))
+        .unwrap();
+        let config = RawServeConfig::default()
+            .over(file.clone())
+            .validate(None)
+            .unwrap();
+        let Start::Join { key, .. } = config.start else {
+            panic!("not a join: {:?}", config.start);
+        };
+        assert!(key.read().is_err(), "the file does not exist yet");
+        std::fs::write(&path, "").unwrap();
+        assert!(key.read().unwrap_err().to_string().contains("is empty"));
+        std::fs::write(&path, "gate_abc\n").unwrap();
+        assert_eq!(key.read().unwrap(), "gate_abc");
+
+        let errors = file.clone().validate(Some("k".into())).unwrap_err().0;
+        assert!(errors.iter().any(|e| e.contains("not both")), "{errors:?}");
+        let without_join = RawServeConfig { join: None, ..file };
+        let errors = without_join.validate(None).unwrap_err().0;
+        assert_eq!(errors, ["join-token-file: only with join"]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::auth::Authenticator;
 use crate::cluster::Cluster;
-use crate::config::{ServeConfig, Start};
+use crate::config::{JoinKey, ServeConfig, Start};
 use crate::executor::NodeExecutor;
 use crate::feed::CallFeed;
 use crate::grpc_health::GrpcHealth;
@@ -273,8 +273,8 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             None
         }
         (Start::Bootstrap, false) => Some(bootstrap(&cluster, &files, identity.grpc).await?),
-        (Start::Join { addr, token }, false) => {
-            join(&cluster, &files, addr, token, identity.grpc).await?;
+        (Start::Join { addr, key }, false) => {
+            join(&cluster, &files, addr, key, identity.grpc).await?;
             None
         }
     };
@@ -453,13 +453,29 @@ async fn join(
     cluster: &Cluster,
     files: &NodeFiles,
     addr: &str,
-    token: &str,
+    key: &JoinKey,
     grpc: SocketAddr,
 ) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
+        // A key file written by a member that is still bootstrapping appears a little later.
+        let token = match key.read() {
+            Ok(token) => token,
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(e.context("reading the admin key to join with"));
+            }
+            Err(e) => {
+                tracing::info!("waiting for the admin key: {e:#}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                continue;
+            }
+        };
         let attempt = async {
-            let mut client = ClusterServiceClient::connect(format!("http://{addr}")).await?;
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+                .connect_timeout(Duration::from_secs(2))
+                .connect()
+                .await?;
+            let mut client = ClusterServiceClient::new(channel);
             let mut request = tonic::Request::new(pb::JoinRequest {
                 node_id: cluster.id,
                 grpc_addr: grpc.to_string(),

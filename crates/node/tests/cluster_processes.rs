@@ -146,6 +146,37 @@ fn the_cluster_survives_a_sigkilled_leader_process() {
 }
 
 #[test]
+fn a_node_joins_with_a_key_file_that_appears_after_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    let token = std::fs::read_to_string(dir.path().join("node-1/admin.key")).unwrap();
+    let key_file = dir.path().join("shared/admin.key");
+    let joining = {
+        let (dir, via, key) = (dir.path().to_owned(), first.grpc.clone(), key_file.clone());
+        std::thread::spawn(move || {
+            let key = key.to_str().unwrap().to_owned();
+            serve(2, &dir, &["--join", &via, "--join-token-file", &key], None)
+        })
+    };
+    // The joiner has started (its data directory exists) before the key is there to read.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !dir.path().join("node-2").exists() {
+        assert!(Instant::now() < deadline, "node 2 did not start");
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    std::fs::create_dir_all(key_file.parent().unwrap()).unwrap();
+    std::fs::write(&key_file, &token).unwrap();
+    let second = joining.join().expect("node 2 joined");
+    let token = token.trim();
+    status_until(&first.grpc, token, "node 2 is a learner", |s| {
+        s["learners"]
+            .as_array()
+            .is_some_and(|l| l.contains(&2.into()))
+    });
+    drop(second);
+}
+
+#[test]
 fn serve_refuses_a_bad_configuration_with_every_problem() {
     let out = Command::new(BIN)
         .args([

@@ -19,6 +19,8 @@ use tonic::{Request, Response, Status};
 
 /// How long a membership change may take to commit before the caller hears about it.
 const MEMBERSHIP_DEADLINE: Duration = Duration::from_secs(30);
+/// How long reaching the leader to pass a request on may take before the caller hears UNAVAILABLE.
+const LEADER_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct Membership {
@@ -74,9 +76,18 @@ impl Membership {
                     .get(&leader)
                     .ok_or_else(|| Status::unavailable("the leader's address is unknown"))?
                     .addr;
-                let client = ClusterServiceClient::connect(format!("http://{addr}"))
+                let unavailable = |e: tonic::transport::Error| {
+                    Status::unavailable(format!("leader {leader} at {addr}: {e}"))
+                };
+                // A leader whose machine vanished answers no SYN: without a bound, the first
+                // request after it went would hang on TCP's own timeout instead of the election.
+                let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                    .map_err(unavailable)?
+                    .connect_timeout(LEADER_CONNECT_TIMEOUT)
+                    .connect()
                     .await
-                    .map_err(|e| Status::unavailable(format!("leader {leader} at {addr}: {e}")))?;
+                    .map_err(unavailable)?;
+                let client = ClusterServiceClient::new(channel);
                 Ok(Some((client, leader)))
             }
             None => Err(Status::unavailable(

@@ -172,6 +172,7 @@ impl TestCluster {
             jwt: Vec::new(),
             mcp: Default::default(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
+            a2a: Default::default(),
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

@@ -86,6 +86,14 @@ pub struct RawServeConfig {
     /// by more than this many entries (default 1000).
     #[arg(long)]
     pub ready_max_lag: Option<u64>,
+    /// The base URL A2A peers reach this node's HTTP listener at (`https://gatehouse.example`),
+    /// for the Agent Card's JSON-RPC interface. Default: the `Host` the peer used.
+    #[arg(long)]
+    pub a2a_public_url: Option<String>,
+    /// The `host:port` A2A peers reach this node's gRPC listener at, for the Agent Card.
+    /// Default: the node's gRPC address.
+    #[arg(long)]
+    pub a2a_grpc_url: Option<String>,
     /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
     #[arg(skip)]
     #[serde(default)]
@@ -299,6 +307,8 @@ impl RawServeConfig {
             passivate_after_secs: self.passivate_after_secs.or(file.passivate_after_secs),
             call_retention_hours: self.call_retention_hours.or(file.call_retention_hours),
             ready_max_lag: self.ready_max_lag.or(file.ready_max_lag),
+            a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
+            a2a_grpc_url: self.a2a_grpc_url.or(file.a2a_grpc_url),
             jwt: if self.jwt.is_empty() {
                 file.jwt
             } else {
@@ -465,6 +475,26 @@ impl RawServeConfig {
         if !self.mcp_allowed_hosts.is_empty() {
             mcp.allowed_hosts = self.mcp_allowed_hosts;
         }
+        let a2a = A2aAdvertised {
+            public_url: self
+                .a2a_public_url
+                .map(|url| url.trim_end_matches('/').to_owned()),
+            grpc_url: self.a2a_grpc_url,
+        };
+        if let Some(url) = &a2a.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            problems.push(format!(
+                "a2a-public-url: {url:?} must be an http:// or https:// URL"
+            ));
+        }
+        if let Some(addr) = &a2a.grpc_url
+            && (addr.is_empty() || addr.contains("://"))
+        {
+            problems.push(format!(
+                "a2a-grpc-url: {addr:?} must be host:port, as A2A cards give gRPC addresses"
+            ));
+        }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -479,6 +509,7 @@ impl RawServeConfig {
             jwt: self.jwt,
             mcp,
             ready_max_lag: self.ready_max_lag.unwrap_or(DEFAULT_READY_MAX_LAG),
+            a2a,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -634,6 +665,14 @@ impl Default for McpSettings {
     }
 }
 
+/// The addresses the Agent Card gives, when peers reach the node through a proxy or a published
+/// port rather than where it listens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct A2aAdvertised {
+    pub public_url: Option<String>,
+    pub grpc_url: Option<String>,
+}
+
 #[derive(Clone)]
 pub struct ServeConfig {
     pub node_id: u64,
@@ -648,6 +687,8 @@ pub struct ServeConfig {
     pub mcp: McpSettings,
     /// `/readyz` fails while applied trails the leader's commit index by more entries.
     pub ready_max_lag: u64,
+    /// Where A2A peers reach this node, when not where it listens.
+    pub a2a: A2aAdvertised,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -665,6 +706,7 @@ impl fmt::Debug for ServeConfig {
             .field("jwt", &self.jwt)
             .field("mcp", &self.mcp)
             .field("ready_max_lag", &self.ready_max_lag)
+            .field("a2a", &self.a2a)
             .finish_non_exhaustive()
     }
 }
@@ -705,6 +747,39 @@ mod tests {
             raw.mcp_allowed_origins,
             ["https://a.example", "https://b.example"]
         );
+    }
+
+    #[test]
+    fn the_a2a_addresses_are_checked_and_kept() {
+        let base = RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/tmp/x".into()),
+            bootstrap: true,
+            ..RawServeConfig::default()
+        };
+        let config = RawServeConfig {
+            a2a_public_url: Some("https://gatehouse.example/".into()),
+            a2a_grpc_url: Some("gatehouse.example:443".into()),
+            ..base.clone()
+        }
+        .validate(None)
+        .unwrap();
+        assert_eq!(
+            config.a2a.public_url.as_deref(),
+            Some("https://gatehouse.example")
+        );
+        assert_eq!(
+            config.a2a.grpc_url.as_deref(),
+            Some("gatehouse.example:443")
+        );
+        let ConfigErrors(problems) = RawServeConfig {
+            a2a_public_url: Some("gatehouse.example".into()),
+            a2a_grpc_url: Some("grpc://gatehouse.example:443".into()),
+            ..base
+        }
+        .validate(None)
+        .unwrap_err();
+        assert_eq!(problems.len(), 2, "{problems:?}");
     }
 
     #[test]

@@ -219,8 +219,13 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let a2a = crate::a2a::Front::new(
         pipeline.clone(),
         crate::a2a::A2aSettings {
-            grpc_url: identity.grpc.to_string(),
+            grpc_url: config
+                .a2a
+                .grpc_url
+                .clone()
+                .unwrap_or_else(|| identity.grpc.to_string()),
             http_addr: identity.http.to_string(),
+            public_url: config.a2a.public_url.clone(),
         },
         mcp_stop.clone(),
     );

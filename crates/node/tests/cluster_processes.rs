@@ -196,6 +196,16 @@ fn serve_refuses_a_bad_configuration_with_every_problem() {
     }
 }
 
+/// A plain HTTP/1.0 GET on loopback: the response, headers and body.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the HTTP listener answers");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
 #[test]
 fn gatehouse_environment_variables_configure_serve_and_a_misspelt_one_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -212,6 +222,8 @@ fn gatehouse_environment_variables_configure_serve_and_a_misspelt_one_is_refused
         ])
         .env("GATEHOUSE_NODE_ID", "7")
         .env("GATEHOUSE_DATA_DIR", &data)
+        .env("GATEHOUSE_A2A_PUBLIC_URL", "https://peers.example/")
+        .env("GATEHOUSE_A2A_GRPC_URL", "peers.example:443")
         .env("GATEHOUSE_ADDR", "127.0.0.1:1")
         .env("GATEHOUSE_TOKEN", "gate_not-a-server-setting")
         .stdout(Stdio::piped())
@@ -224,9 +236,21 @@ fn gatehouse_environment_variables_configure_serve_and_a_misspelt_one_is_refused
         &mut first,
     )
     .unwrap();
+    // The Agent Card gives the addresses peers reach the node at, from the environment.
+    let http = first
+        .split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    let card = http_get(&http, "/.well-known/agent-card.json");
     node.kill().unwrap();
     node.wait().unwrap();
     assert!(first.starts_with("node 7 serving"), "{first}");
+    assert!(
+        card.contains("\"url\":\"https://peers.example/a2a\""),
+        "{card}"
+    );
+    assert!(card.contains("\"url\":\"peers.example:443\""), "{card}");
     assert!(
         data.join("admin.key").exists(),
         "the data dir came from GATEHOUSE_DATA_DIR"

@@ -52,6 +52,7 @@ async fn start() -> (NodeHandle, tempfile::TempDir) {
         mcp: Default::default(),
         jwt: Vec::new(),
         ready_max_lag: DEFAULT_READY_MAX_LAG,
+        a2a: Default::default(),
         filter: Arc::new(OpenNetwork),
     };
     let node = server::start(config).await.unwrap();

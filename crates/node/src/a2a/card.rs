@@ -1,5 +1,6 @@
 //! The Agent Card. The public one (`/.well-known/agent-card.json`) says what the gateway is, where
-//! its two interfaces are, what it can do and how to authenticate, and lists no tenant's tools;
+//! its two interfaces are (`a2a-public-url` and `a2a-grpc-url` when configured, else the Host the
+//! peer used and the node's gRPC address), what it can do and how to authenticate, and lists no tenant's tools;
 //! the extended one (`GetExtendedAgentCard`, authenticated) lists, as skills, the tools the
 //! caller's tenant lets it call.
 
@@ -25,7 +26,11 @@ const CALL_SKILL: &str = "gatehouse.call";
 impl Front {
     /// The public card, with the JSON-RPC URL on the host the peer reached.
     pub(super) fn public_card(&self, host: Option<&str>) -> AgentCard {
-        let host = host.unwrap_or(&self.settings.http_addr);
+        let base = match (&self.settings.public_url, host) {
+            (Some(url), _) => url.clone(),
+            (None, Some(host)) => format!("http://{host}"),
+            (None, None) => format!("http://{}", self.settings.http_addr),
+        };
         AgentCard {
             name: "Gatehouse".to_owned(),
             description: format!(
@@ -37,10 +42,7 @@ impl Front {
             ),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             supported_interfaces: vec![
-                AgentInterface::new(
-                    format!("http://{host}{}", super::PATH),
-                    TRANSPORT_PROTOCOL_JSONRPC,
-                ),
+                AgentInterface::new(format!("{base}{}", super::PATH), TRANSPORT_PROTOCOL_JSONRPC),
                 AgentInterface::new(self.settings.grpc_url.clone(), TRANSPORT_PROTOCOL_GRPC),
             ],
             capabilities: AgentCapabilities {
@@ -67,7 +69,7 @@ impl Front {
             }],
             provider: Some(AgentProvider {
                 organization: "Gatehouse".to_owned(),
-                url: format!("http://{host}"),
+                url: base.clone(),
             }),
             documentation_url: None,
             icon_url: None,

@@ -48,6 +48,8 @@ pub struct A2aSettings {
     pub grpc_url: String,
     /// The node's own HTTP address, for the card's JSON-RPC URL when a request has no Host.
     pub http_addr: String,
+    /// The base URL peers reach the HTTP listener at, when configured: it wins over the Host.
+    pub public_url: Option<String>,
 }
 
 /// Shared by both bindings.

@@ -3,7 +3,7 @@
 
 use super::Front;
 use super::task::{refused_task, request_of, status_event, task_of};
-use crate::auth::{Caller, TENANT_HEADER, agent_tenant};
+use crate::auth::{Caller, TENANT_HEADER, agent_tenant, bearer_credential};
 use crate::pipeline::{CallInput, Envelope, ErrorCode, GatewayError, Pipeline};
 use a2a::{
     A2AError, AgentCard, Artifact, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -70,19 +70,22 @@ fn request_error(error: GatewayError) -> A2AError {
     }
 }
 
-fn is_final(state: CallState) -> bool {
-    super::task::state_of(state).is_terminal()
-}
-
 impl Front {
+    /// A call the pipeline approved at once, followed until it ran (or `SEND_WAIT` passed); a
+    /// call that needs a person is answered as it stands.
+    async fn settle(&self, caller: &Caller, envelope: Envelope) -> Envelope {
+        if !matches!(envelope.state, CallState::Approved | CallState::Executing) {
+            return envelope;
+        }
+        self.pipeline
+            .wait(caller, &envelope.call_id, super::SEND_WAIT)
+            .await
+            .unwrap_or(envelope)
+    }
+
     fn caller(&self, params: &ServiceParams) -> Result<Caller, A2AError> {
         check_version(params)?;
-        let token = param(params, "authorization").and_then(|value| {
-            value
-                .split_once(' ')
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, token)| token)
-        });
+        let token = param(params, "authorization").and_then(bearer_credential);
         self.pipeline
             .authenticate_bearer(token)
             .map_err(|e| forbidden(format!("unauthenticated: {e}")))
@@ -159,24 +162,6 @@ impl Front {
     }
 }
 
-/// Follows a call until it is final, needs a person, or `within` has passed.
-async fn settle(pipeline: &Pipeline, caller: &Caller, first: Envelope) -> Envelope {
-    let deadline = tokio::time::Instant::now() + super::SEND_WAIT;
-    let mut applied = pipeline.cluster().applied.clone();
-    let mut now = first;
-    while matches!(now.state, CallState::Approved | CallState::Executing) {
-        match tokio::time::timeout_at(deadline, applied.changed()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) | Err(_) => break,
-        }
-        match pipeline.status(caller, &now.call_id) {
-            Ok(envelope) => now = envelope,
-            Err(_) => break,
-        }
-    }
-    now
-}
-
 /// A stream of a task: the task as it stands, then an event for every change of its call (the
 /// result artifact before the completed status), until it is final or the node stops.
 fn follow(
@@ -196,7 +181,7 @@ fn follow(
         {
             return;
         }
-        while !is_final(last.state) {
+        while !last.state.is_finished() {
             tokio::select! {
                 () = stop.cancelled() => return,
                 changed = applied.changed() => if changed.is_err() { return },
@@ -270,7 +255,7 @@ impl RequestHandler for Front {
         let envelope = if immediately {
             envelope
         } else {
-            settle(&self.pipeline, &caller, envelope).await
+            self.settle(&caller, envelope).await
         };
         Ok(SendMessageResponse::Task(task_of(&envelope)))
     }
@@ -412,7 +397,7 @@ impl RequestHandler for Front {
     ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
         let caller = self.caller(params)?;
         let task = self.own_task(&caller, &req.id)?;
-        if is_final(task.state) {
+        if task.state.is_finished() {
             return Err(A2AError::unsupported_operation(format!(
                 "task {} is already final ({}); GetTask reads it",
                 req.id, task.state

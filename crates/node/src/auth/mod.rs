@@ -163,14 +163,10 @@ impl Authenticator {
                     kind: AuthErrorKind::Invalid,
                     message: "the Authorization header is not visible ASCII".to_owned(),
                 })?;
-                let token = value
-                    .split_once(' ')
-                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                    .map(|(_, token)| token)
-                    .ok_or(AuthError {
-                        kind: AuthErrorKind::Missing,
-                        message: "the Authorization header must use the Bearer scheme".to_owned(),
-                    })?;
+                let token = bearer_credential(value).ok_or(AuthError {
+                    kind: AuthErrorKind::Missing,
+                    message: "the Authorization header must use the Bearer scheme".to_owned(),
+                })?;
                 Some(token)
             }
         };
@@ -229,6 +225,14 @@ impl Authenticator {
             },
         })
     }
+}
+
+/// The credential of an `Authorization` value of the Bearer scheme (the scheme in any case).
+pub fn bearer_credential(value: &str) -> Option<&str> {
+    value
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token)
 }
 
 /// Three dot-separated base64url parts. API keys are hex with a prefix and never hold a dot.

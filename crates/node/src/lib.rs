@@ -18,6 +18,7 @@ pub mod executor;
 pub mod feed;
 pub mod files;
 pub mod grpc_health;
+pub mod handover;
 pub mod http;
 pub mod mcp;
 pub mod metrics;

@@ -7,6 +7,7 @@ use crate::config::{JoinKey, ServeConfig, Start};
 use crate::executor::NodeExecutor;
 use crate::feed::CallFeed;
 use crate::grpc_health::GrpcHealth;
+use crate::handover::Handover;
 use crate::metrics::{Metrics, NodeSources};
 use crate::net::{NetworkFactory, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
@@ -62,6 +63,8 @@ pub struct NodeHandle {
     pub metrics: Metrics,
     /// The gRPC health service's statuses.
     pub grpc_health: GrpcHealth,
+    /// How long a stopping leader waits for a successor it asked to take over.
+    handover_within: Duration,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -81,13 +84,19 @@ impl NodeHandle {
     }
 
     /// Lets running executions finish (up to a grace period) so their outcomes are recorded,
-    /// stops listening, stops Raft, and waits for the listeners to drain.
-    pub async fn shutdown(self) {
+    /// hands leadership over if this node leads, stops listening, stops Raft, and waits for the
+    /// listeners to drain.
+    pub async fn shutdown(self) -> Handover {
         // Health checkers hear first, so balancers stop sending before anything stops.
         self.grpc_health.stopping().await;
         // Actors first, while the listeners still carry Raft traffic: a running execution's
         // completion must still commit and be applied here.
         self.actors.stop(EXECUTION_GRACE).await;
+        // Then the leadership, while Raft still runs here to grant the successor its vote.
+        let handover = crate::handover::hand_over(&self.cluster, self.handover_within).await;
+        if let Handover::Failed(why) = &handover {
+            tracing::warn!(node = self.id, "leadership not handed over: {why}");
+        }
         self.grpc_health.close().await;
         let _ = self.stop.send(true);
         let _ = self.cluster.raft.shutdown().await;
@@ -95,6 +104,7 @@ impl NodeHandle {
             let _ = task.await;
         }
         self.audit.close().await;
+        handover
     }
 }
 
@@ -294,6 +304,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         audit,
         metrics,
         grpc_health,
+        handover_within: config.raft.election_max * 2 + Duration::from_secs(1),
         stop,
         tasks,
     })

@@ -2,6 +2,7 @@
 
 use crate::cli::ServeArgs;
 use crate::config::RawServeConfig;
+use crate::handover::Handover;
 use crate::server;
 use std::process::ExitCode;
 
@@ -33,13 +34,18 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
             ));
         }
         wait_for_signal().await?;
-        say(format_args!("node {} stopping", node.id));
-        if tokio::time::timeout(SHUTDOWN_GRACE, node.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!("shutdown did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+        let id = node.id;
+        say(format_args!("node {id} stopping"));
+        match tokio::time::timeout(SHUTDOWN_GRACE, node.shutdown()).await {
+            Ok(Handover::Done { to, term }) => say(format_args!(
+                "node {id} handed leadership to node {to} in term {term}"
+            )),
+            Ok(Handover::NotNeeded | Handover::Failed(_)) => {}
+            Err(_) => {
+                tracing::warn!("shutdown did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+            }
         }
+        say(format_args!("node {id} stopped"));
         anyhow::Ok(())
     })?;
     // Whatever is still running (a blocking flush, a stuck task) gets the same grace, no more.

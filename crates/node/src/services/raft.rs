@@ -120,4 +120,48 @@ impl RaftService for RaftRpc {
             payload: encode(&reply)?,
         }))
     }
+
+    async fn timeout_now(
+        &self,
+        request: Request<pb::TimeoutNowRequest>,
+    ) -> Result<Response<pb::TimeoutNowResponse>, Status> {
+        self.check(&request)?;
+        let asked = request.into_inner();
+        let metrics = self.raft.metrics().borrow().clone();
+        // Only the leader this node follows, in the term it follows it, may hand over: a late or
+        // foreign request must not unseat a healthy leader.
+        if metrics.current_leader != Some(asked.leader_id) || metrics.current_term != asked.term {
+            return Err(Status::failed_precondition(format!(
+                "node {} leads in term {}, not node {} in term {}",
+                metrics
+                    .current_leader
+                    .map_or("none".to_owned(), |l| l.to_string()),
+                metrics.current_term,
+                asked.leader_id,
+                asked.term
+            )));
+        }
+        if !metrics
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == metrics.id)
+        {
+            return Err(Status::failed_precondition(format!(
+                "node {} is not a voter",
+                metrics.id
+            )));
+        }
+        self.raft
+            .trigger()
+            .elect()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        tracing::info!(
+            from = asked.leader_id,
+            term = asked.term,
+            "starting an election: the leader is handing over"
+        );
+        Ok(Response::new(pb::TimeoutNowResponse {}))
+    }
 }

@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
 
@@ -16,6 +17,8 @@ pub struct Node {
     pub child: Child,
     pub grpc: String,
     pub http: String,
+    /// Every line the node printed on stdout after its first, as it prints them.
+    pub said: Arc<Mutex<Vec<String>>>,
 }
 
 impl Drop for Node {
@@ -25,9 +28,30 @@ impl Drop for Node {
     }
 }
 
+/// Raft timings fast enough for tests on loopback.
+pub const FAST_RAFT: [&str; 6] = [
+    "--heartbeat-ms",
+    "50",
+    "--election-min-ms",
+    "300",
+    "--election-max-ms",
+    "600",
+];
+
 /// `gatehouse serve` as node `id`, its data under `dir/node-ID` and its log in `dir/node-ID.log`,
-/// on ports the kernel picks; `extra` arguments after the common ones.
+/// on ports the kernel picks, with fast Raft timings; `extra` arguments after the common ones.
 pub fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
+    serve_timed(id, dir, &FAST_RAFT, extra, token)
+}
+
+/// [`serve`] with the Raft timing flags given.
+pub fn serve_timed(
+    id: u64,
+    dir: &Path,
+    timings: &[&str],
+    extra: &[&str],
+    token: Option<&str>,
+) -> Node {
     let data = dir.join(format!("node-{id}"));
     let log = std::fs::File::create(dir.join(format!("node-{id}.log"))).expect("a log file");
     let mut command = Command::new(BIN);
@@ -35,8 +59,7 @@ pub fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
         .args(["serve", "--node-id", &id.to_string()])
         .args(["--data-dir", data.to_str().unwrap()])
         .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-        .args(["--heartbeat-ms", "50", "--election-min-ms", "300"])
-        .args(["--election-max-ms", "600"])
+        .args(timings)
         .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -45,11 +68,17 @@ pub fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
         command.env("GATEHOUSE_TOKEN", token);
     }
     let mut child = command.spawn().expect("gatehouse serve starts");
-    // "node N serving gRPC on ADDR and HTTP on ADDR"; the rest is drained so the node never
-    // writes into a closed pipe.
+    // "node N serving gRPC on ADDR and HTTP on ADDR"; the rest is kept, and read as it comes
+    // so the node never writes into a full or closed pipe.
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let line = lines.next().and_then(Result::ok).unwrap_or_default();
-    std::thread::spawn(move || lines.for_each(drop));
+    let said = Arc::new(Mutex::new(Vec::new()));
+    let keep = said.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            keep.lock().expect("said lock").push(line);
+        }
+    });
     let words: Vec<&str> = line.split_whitespace().collect();
     let address_of = |listener: &str| {
         words
@@ -68,6 +97,7 @@ pub fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
         grpc: address_of("gRPC"),
         http: address_of("HTTP"),
         child,
+        said,
     }
 }
 

@@ -87,7 +87,10 @@ impl Approvals {
             call_id: Some(call.spec.id.to_string()),
             args_sha256: Some(call.spec.args_sha256.clone()),
             outcome: format!("refused:{:?}", status.code()),
-            trace_id: Some(crate::pipeline::trace_id(&call.spec.id)),
+            trace_id: Some(crate::pipeline::trace_id(
+                &call.spec.id,
+                call.spec.trace_parent.as_deref(),
+            )),
             ..Entry::default()
         };
         if let Err(e) = self.audit.record_durable(entry).await {
@@ -106,13 +109,17 @@ impl Approvals {
             _ => ("decide", String::new()),
         };
         let written = self.cluster.propose(command).await;
-        let (result, outcome, tenant, mode, args) = {
+        let (result, outcome, tenant, mode, args, trace) = {
             let registry = self.cluster.registry.read().expect("registry lock");
             let call = registry.call(&CallId(id.to_owned()));
             let facts = (
                 call.map(|c| c.spec.tenant.clone()),
                 call.map(|c| c.spec.effective_mode.as_str().to_owned()),
                 call.map(|c| c.spec.args_sha256.clone()),
+                crate::pipeline::trace_id(
+                    &CallId(id.to_owned()),
+                    call.and_then(|c| c.spec.trace_parent.as_deref()),
+                ),
             );
             let (result, outcome) = match (written, call) {
                 (Ok((_, log_index)), Some(call)) => (
@@ -131,7 +138,7 @@ impl Approvals {
                     (Err(status), outcome)
                 }
             };
-            (result, outcome, facts.0, facts.1, facts.2)
+            (result, outcome, facts.0, facts.1, facts.2, facts.3)
         };
         let entry = Entry {
             kind: Kind::Approval,
@@ -142,7 +149,7 @@ impl Approvals {
             call_id: Some(id.to_owned()),
             args_sha256: args,
             outcome,
-            trace_id: Some(crate::pipeline::trace_id(&CallId(id.to_owned()))),
+            trace_id: Some(trace),
             ..Entry::default()
         };
         self.audit
@@ -450,6 +457,7 @@ mod tests {
                 expires_at: 2_000,
                 approval_valid_ms: 500,
                 context_id: None,
+                trace_parent: None,
             },
             1_000,
         );

@@ -4,13 +4,15 @@
 //! replicated call from its record), and by the `traceparent` the upstream receives. The node
 //! is stopped with SIGTERM and must export every span of its finished calls before it exits.
 //!
-//! Tenant `acme`, agent `bot`; the HTTP upstream `rec`, which records the `traceparent` of every
-//! request; tool `rec.echo`, read-only.
+//! Tenant `acme`, agent `bot`, approver `alice`; the HTTP upstream `rec`, which records the
+//! `traceparent` of every request; tools `rec.echo` (read-only) and `rec.pay` (destructive: it
+//! waits for `alice`, whose decision is a `decide` span in the call's trace).
 
 mod common;
 
 use common::{Node, serve};
 use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
 use gatehouse_registry::canonical::sha256_hex;
@@ -28,12 +30,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const BOT: &str = "gate_bot-key-000000000000000000000000";
+const ALICE: &str = "gate_alice-key-00000000000000000000000";
 const DEADLINE: Duration = Duration::from_secs(20);
 
 const MCP_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const MCP_PARENT: &str = "00f067aa0ba902b7";
 const GRPC_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const GRPC_PARENT: &str = "b7ad6b7169203331";
+const APPROVED_TRACE: &str = "5b8aa5a2d2c872e8321cf37308d69df2";
 
 /// Every export request the collector received.
 #[derive(Debug, Clone, Default)]
@@ -174,6 +178,18 @@ fn resources(upstream: &str) -> Vec<pb::Resource> {
             json!({"apiKeySha256": sha256_hex(BOT.as_bytes()), "roles": {"acme": ["agent"]}}),
         ),
         resource(
+            "Principal",
+            "alice",
+            None,
+            json!({"apiKeySha256": sha256_hex(ALICE.as_bytes()), "roles": {"acme": ["approver"]}}),
+        ),
+        resource(
+            "Tool",
+            "rec.pay",
+            acme,
+            json!({"inputSchema": {"type": "object"}, "approvalMode": "destructive"}),
+        ),
+        resource(
             "Upstream",
             "rec",
             acme,
@@ -228,6 +244,17 @@ async fn apply(node: &Node, admin: &str, upstream: &str) {
 /// the call is recorded through Raft and the tenant's actor runs it. Answers the envelope once
 /// the call has finished (from GetCall, for a recorded call).
 async fn grpc_call(node: &Node, traceparent: Option<&str>, key: Option<&str>) -> pb::CallEnvelope {
+    grpc_call_tool(node, "rec.echo", traceparent, key).await
+}
+
+/// Calls `tool` over gRPC as [`grpc_call`] does; a call that waits for approval is approved by
+/// `alice`.
+async fn grpc_call_tool(
+    node: &Node,
+    tool: &str,
+    traceparent: Option<&str>,
+    key: Option<&str>,
+) -> pb::CallEnvelope {
     let url = format!("http://{}", node.grpc);
     let mut gateway = GatewayServiceClient::connect(url).await.unwrap();
     let bearer = format!("Bearer {BOT}");
@@ -237,7 +264,7 @@ async fn grpc_call(node: &Node, traceparent: Option<&str>, key: Option<&str>) ->
     }
     let request = pb::CallToolRequest {
         tenant: "acme".into(),
-        tool: "rec.echo".into(),
+        tool: tool.into(),
         arguments_json: "{}".into(),
         idempotency_key: key.map(Into::into),
     };
@@ -250,6 +277,9 @@ async fn grpc_call(node: &Node, traceparent: Option<&str>, key: Option<&str>) ->
         .unwrap();
     if envelope.state == pb::CallState::Succeeded as i32 {
         return envelope;
+    }
+    if envelope.state == pb::CallState::Pending as i32 {
+        approve(node, &envelope.call_id).await;
     }
     let started = Instant::now();
     loop {
@@ -269,6 +299,33 @@ async fn grpc_call(node: &Node, traceparent: Option<&str>, key: Option<&str>) ->
         assert!(started.elapsed() < DEADLINE, "call never finished: {now:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `alice` approves the call.
+async fn approve(node: &Node, call_id: &str) {
+    let url = format!("http://{}", node.grpc);
+    let mut approvals = ApprovalServiceClient::connect(url).await.unwrap();
+    let bearer = format!("Bearer {ALICE}");
+    let auth = [("authorization", bearer.as_str())];
+    let request = pb::GetCallRecordRequest {
+        call_id: call_id.into(),
+    };
+    let record = approvals
+        .get(with_metadata(request, &auth))
+        .await
+        .unwrap()
+        .into_inner()
+        .call
+        .unwrap();
+    let request = pb::ApproveCallRequest {
+        call_id: call_id.into(),
+        args_sha256: record.args_sha256,
+        note: "fine".into(),
+    };
+    approvals
+        .approve(with_metadata(request, &auth))
+        .await
+        .unwrap();
 }
 
 /// Posts one JSON-RPC message to `/mcp` with MCP's headers, and `extra` ones.
@@ -384,6 +441,13 @@ async fn spans_continue_the_callers_trace_through_execution_to_the_upstream() {
         Some("replicated-1"),
     )
     .await;
+    let approved = grpc_call_tool(
+        &node,
+        "rec.pay",
+        Some(&format!("00-{APPROVED_TRACE}-{GRPC_PARENT}-01")),
+        None,
+    )
+    .await;
     let fresh = grpc_call(&node, None, None).await;
     let invalid_trace = "00000000000000000000000000000000";
     let invalid = grpc_call(
@@ -452,6 +516,33 @@ async fn spans_continue_the_callers_trace_through_execution_to_the_upstream() {
             upstream.traceparents()
         );
     }
+    // A call that waited for approval: the decision and the execution are in its trace, under
+    // the call span.
+    assert_eq!(approved.trace_id, APPROVED_TRACE);
+    let calls = named(&spans, "call", APPROVED_TRACE);
+    assert_eq!(calls.len(), 1);
+    let call = calls[0];
+    assert_eq!(hex(&call.parent_span_id), GRPC_PARENT);
+    assert_eq!(
+        attribute(call, "decision").as_deref(),
+        Some("needs_approval")
+    );
+    assert_eq!(attribute(call, "mode").as_deref(), Some("destructive"));
+    assert_eq!(attribute(call, "outcome").as_deref(), Some("pending"));
+    let decides = named(&spans, "decide", APPROVED_TRACE);
+    assert_eq!(decides.len(), 1);
+    assert_eq!(decides[0].parent_span_id, call.span_id);
+    assert_eq!(
+        attribute(decides[0], "decision").as_deref(),
+        Some("approve")
+    );
+    assert_eq!(attribute(decides[0], "principal").as_deref(), Some("alice"));
+    let executes = named(&spans, "execute", APPROVED_TRACE);
+    assert_eq!(executes.len(), 1);
+    assert_eq!(executes[0].parent_span_id, call.span_id);
+    let expected = format!("00-{APPROVED_TRACE}-{}-01", hex(&executes[0].span_id));
+    assert!(upstream.traceparents().contains(&expected));
+
     // A call without a (valid) traceparent starts a trace of its own, with no parent.
     for started in [&fresh, &invalid, &uppercase] {
         let calls = named(&spans, "call", &started.trace_id);

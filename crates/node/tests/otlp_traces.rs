@@ -481,6 +481,10 @@ async fn spans_continue_the_callers_trace_through_execution_to_the_upstream() {
 
     // What the collector received.
     let spans = collector.spans();
+    assert!(
+        !spans.is_empty(),
+        "the node exported no span before it exited"
+    );
     let resource = collector.resource();
     assert_eq!(resource["service.name"], "gatehouse");
     assert_eq!(resource["service.instance.id"], "1");

@@ -7,7 +7,7 @@ use super::tasks;
 use super::tools::{CALL_STATUS, LOAD_TOOLSET, MAX_STATUS_WAIT_MS};
 use super::{Front, catalog, guide};
 use crate::pipeline::{CallInput, Envelope, ErrorCode, GatewayError};
-use crate::telemetry::{TRACEPARENT, TraceParent};
+use crate::telemetry::{self, TRACEPARENT, TraceParent};
 use gatehouse_audit::Kind;
 use gatehouse_registry::CallState;
 use rmcp::model::{
@@ -228,16 +228,13 @@ fn trace_parent(
         .as_ref()
         .and_then(|m| m.get(TRACEPARENT))
         .or_else(|| context.meta.get(TRACEPARENT))
-        .and_then(Value::as_str)
-        .and_then(TraceParent::parse);
-    from_meta.or_else(|| {
-        context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.headers.get(TRACEPARENT))
-            .and_then(|value| value.to_str().ok())
-            .and_then(TraceParent::parse)
-    })
+        .and_then(Value::as_str);
+    let from_header = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get(TRACEPARENT))
+        .map(|value| value.as_bytes());
+    telemetry::meta_over_header(from_meta, from_header)
 }
 
 /// The caller the `/mcp` guard authenticated, from the request's HTTP parts.

@@ -26,6 +26,13 @@ pub fn incoming(value: Option<&[u8]>) -> Option<TraceParent> {
         .and_then(TraceParent::parse)
 }
 
+/// The trace context of an MCP request: its `_meta.traceparent` when valid (it names the MCP
+/// request itself), else its HTTP header's when valid.
+pub fn meta_over_header(meta: Option<&str>, header: Option<&[u8]>) -> Option<TraceParent> {
+    meta.and_then(TraceParent::parse)
+        .or_else(|| incoming(header))
+}
+
 /// Makes `span` continue `parent` (a caller's `traceparent`, or the one a call record carries)
 /// and answers the trace context `span` hands on: the same trace id, `span`'s own id as the
 /// parent id, the sampled flag kept. Without a parent the span starts a trace.
@@ -118,6 +125,21 @@ mod tests {
         assert_eq!(own.trace_id, parent.trace_id);
         assert_eq!(own.flags, parent.flags);
         assert_ne!(own.parent_id, parent.parent_id);
+    }
+
+    #[test]
+    fn an_mcp_requests_meta_wins_over_its_header_unless_it_is_invalid() {
+        let meta = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let chosen = |m: Option<&str>, h: Option<&str>| {
+            meta_over_header(m, h.map(str::as_bytes)).map(|t| t.to_string())
+        };
+        assert_eq!(chosen(Some(meta), Some(header)).as_deref(), Some(meta));
+        assert_eq!(chosen(Some("bogus"), Some(header)).as_deref(), Some(header));
+        assert_eq!(chosen(None, Some(header)).as_deref(), Some(header));
+        assert_eq!(chosen(Some(meta), None).as_deref(), Some(meta));
+        assert_eq!(chosen(Some("bogus"), Some("also bogus")), None);
+        assert_eq!(meta_over_header(None, Some(&[0xff, 0xfe][..])), None);
     }
 
     #[test]

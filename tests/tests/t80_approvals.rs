@@ -127,6 +127,7 @@ fn new_call(
         expires_at: now_ms() + 3_600_000,
         approval_valid_ms: 3_600_000,
         context_id: None,
+        trace_parent: None,
     }
 }
 

@@ -499,6 +499,7 @@ fn invariant_6_the_effective_mode_never_exceeds_the_declared_maximum() -> anyhow
         expires_at: gatehouse_actors::now_ms() + 60_000,
         approval_valid_ms: 60_000,
         context_id: None,
+        trace_parent: None,
     };
     let node = cluster.node(follower).cluster.clone();
     let refused = cluster.block_on(node.propose(Command::Propose {

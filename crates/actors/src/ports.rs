@@ -50,6 +50,8 @@ pub struct Execution {
     /// The call may run more than once with the same effect (the tool is idempotent or its
     /// upstream dedupes by the idempotency key): the executor may retry a failed attempt.
     pub retry_safe: bool,
+    /// The W3C `traceparent` the call's record carries: the execution continues that trace.
+    pub trace_parent: Option<String>,
 }
 
 /// What an upstream answered: the MCP `CallToolResult` as JSON text.

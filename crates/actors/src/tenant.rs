@@ -286,6 +286,7 @@ async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId
         skill_context: handle.skill_context(&spec.tool, spec.chain.end_user.as_deref()),
         end_user: spec.chain.end_user.clone(),
         retry_safe: spec.retry_safe,
+        trace_parent: spec.trace_parent.clone(),
     };
     let outcome = outcome_of(shared.executor.execute(execution).await);
     report(shared, &call, &claim_id, outcome).await;

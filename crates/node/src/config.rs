@@ -3,6 +3,7 @@
 //! that reports every problem at once.
 
 use crate::net::{OpenNetwork, SharedFilter};
+use crate::telemetry::OtlpSettings;
 use gatehouse_actors::ActorSettings;
 use serde::Deserialize;
 use std::fmt;
@@ -94,6 +95,16 @@ pub struct RawServeConfig {
     /// Default: the node's gRPC address.
     #[arg(long)]
     pub a2a_grpc_url: Option<String>,
+    /// An OpenTelemetry collector's OTLP/gRPC address (`http://127.0.0.1:4317`): the node's
+    /// `call` and `execute` spans are exported there in batches. None by default: nothing is
+    /// exported and no exporter runs. Plain `http://` only; put a collector beside the node to
+    /// forward over TLS.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` the exported spans carry (default `gatehouse`); the node id is their
+    /// `service.instance.id`.
+    #[arg(long)]
+    pub otlp_service_name: Option<String>,
     /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
     #[arg(skip)]
     #[serde(default)]
@@ -309,6 +320,8 @@ impl RawServeConfig {
             ready_max_lag: self.ready_max_lag.or(file.ready_max_lag),
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
             a2a_grpc_url: self.a2a_grpc_url.or(file.a2a_grpc_url),
+            otlp_endpoint: self.otlp_endpoint.or(file.otlp_endpoint),
+            otlp_service_name: self.otlp_service_name.or(file.otlp_service_name),
             jwt: if self.jwt.is_empty() {
                 file.jwt
             } else {
@@ -495,6 +508,7 @@ impl RawServeConfig {
                 "a2a-grpc-url: {addr:?} must be host:port, as A2A cards give gRPC addresses"
             ));
         }
+        let otlp = otlp_settings(self.otlp_endpoint, self.otlp_service_name, &mut problems);
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -510,8 +524,53 @@ impl RawServeConfig {
             mcp,
             ready_max_lag: self.ready_max_lag.unwrap_or(DEFAULT_READY_MAX_LAG),
             a2a,
+            otlp,
             filter: Arc::new(OpenNetwork),
         })
+    }
+}
+
+/// The `service.name` of exported spans unless `otlp-service-name` says otherwise.
+pub const DEFAULT_OTLP_SERVICE_NAME: &str = "gatehouse";
+
+/// The OTLP settings, when an endpoint is given; what is wrong with them goes to `problems`.
+fn otlp_settings(
+    endpoint: Option<String>,
+    service_name: Option<String>,
+    problems: &mut Vec<String>,
+) -> Option<OtlpSettings> {
+    let service_name = service_name.unwrap_or_else(|| DEFAULT_OTLP_SERVICE_NAME.to_owned());
+    if service_name.trim().is_empty() {
+        problems.push("otlp-service-name: must not be empty".to_owned());
+    }
+    let endpoint = endpoint?;
+    if let Err(why) = check_otlp_endpoint(&endpoint) {
+        problems.push(format!("otlp-endpoint: {endpoint:?} {why}"));
+    }
+    Some(OtlpSettings {
+        endpoint,
+        service_name,
+    })
+}
+
+/// An OTLP/gRPC endpoint this node can reach: `http://host:port`.
+fn check_otlp_endpoint(endpoint: &str) -> Result<(), &'static str> {
+    let uri: http::Uri = endpoint
+        .parse()
+        .map_err(|_| "is not a URL (http://host:port)")?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(
+                "uses https, which this build does not speak: use http:// to a \
+                        collector beside the node",
+            );
+        }
+        _ => return Err("must start with http://"),
+    }
+    match uri.authority() {
+        Some(authority) if !authority.host().is_empty() && authority.port_u16().is_some() => Ok(()),
+        _ => Err("must name a host and a port (OTLP/gRPC is usually port 4317)"),
     }
 }
 
@@ -689,6 +748,8 @@ pub struct ServeConfig {
     pub ready_max_lag: u64,
     /// Where A2A peers reach this node, when not where it listens.
     pub a2a: A2aAdvertised,
+    /// Where spans are exported; `None`: nowhere.
+    pub otlp: Option<OtlpSettings>,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -707,6 +768,7 @@ impl fmt::Debug for ServeConfig {
             .field("mcp", &self.mcp)
             .field("ready_max_lag", &self.ready_max_lag)
             .field("a2a", &self.a2a)
+            .field("otlp", &self.otlp)
             .finish_non_exhaustive()
     }
 }
@@ -932,6 +994,59 @@ mod tests {
         let config = RawServeConfig { ..base }.over(file).validate(None).unwrap();
         assert_eq!(config.mcp.approval_wait, Duration::from_millis(2000));
         assert_eq!(config.mcp.allowed_origins, ["https://app.example:443"]);
+    }
+
+    #[test]
+    fn otlp_export_is_off_by_default_and_its_endpoint_is_checked() {
+        let base = RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/tmp/x".into()),
+            ..Default::default()
+        };
+        assert_eq!(base.clone().validate(None).unwrap().otlp, None);
+
+        let file: RawServeConfig =
+            toml::from_str("otlp-endpoint = \"http://127.0.0.1:4317\"\n").unwrap();
+        let config = base.clone().over(file).validate(None).unwrap();
+        assert_eq!(
+            config.otlp,
+            Some(OtlpSettings {
+                endpoint: "http://127.0.0.1:4317".into(),
+                service_name: DEFAULT_OTLP_SERVICE_NAME.into(),
+            })
+        );
+
+        let from_env = env(&[
+            ("GATEHOUSE_OTLP_ENDPOINT", "http://collector:4317"),
+            ("GATEHOUSE_OTLP_SERVICE_NAME", "gatehouse-eu"),
+        ])
+        .unwrap();
+        let config = base.clone().over(from_env).validate(None).unwrap();
+        let otlp = config.otlp.expect("configured");
+        assert_eq!(otlp.endpoint, "http://collector:4317");
+        assert_eq!(otlp.service_name, "gatehouse-eu");
+
+        for (endpoint, why) in [
+            ("not a url", "is not a URL"),
+            ("127.0.0.1:4317", "must start with http://"),
+            ("https://collector:4317", "uses https"),
+            ("grpc://collector:4317", "must start with http://"),
+            ("http://collector", "must name a host and a port"),
+        ] {
+            let bad = RawServeConfig {
+                otlp_endpoint: Some(endpoint.into()),
+                otlp_service_name: Some(" ".into()),
+                ..base.clone()
+            };
+            let errors = bad.validate(None).unwrap_err().0;
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| e.starts_with("otlp-endpoint") && e.contains(why)),
+                "{endpoint}: {errors:?}"
+            );
+            assert!(errors.iter().any(|e| e.starts_with("otlp-service-name")));
+        }
     }
 
     #[test]

@@ -28,4 +28,5 @@ pub mod pipeline;
 pub mod readiness;
 pub mod server;
 pub mod services;
+pub mod telemetry;
 pub mod time;

@@ -184,6 +184,11 @@ pub struct NewCall {
     /// The A2A context of a delegated task, as its peer named it (or as it was given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
+    /// The W3C `traceparent` of the span that took the call: the node that executes it
+    /// continues that trace, whichever node it is. Absent in records written before traces
+    /// were kept (their trace id is derived from the call id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -193,6 +193,7 @@ fn plan(
         expires_at: req.at + decision.approval_ttl_seconds * 1_000,
         approval_valid_ms: decision.approval_valid_seconds * 1_000,
         context_id: None,
+        trace_parent: None,
     };
     Ok(Plan {
         replicated: needs_approval || req.idempotency_key.is_some(),

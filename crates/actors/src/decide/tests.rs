@@ -28,6 +28,7 @@ fn call(id: &str, state: CallState) -> Call {
         expires_at: 1_000,
         approval_valid_ms: 500,
         context_id: None,
+        trace_parent: None,
     };
     let mut call = Call::new(spec, 0);
     call.state = state;

@@ -153,6 +153,10 @@ impl Front {
                     .unwrap_or_else(a2a::new_context_id),
             ),
             requested_mode: None,
+            // The JSON-RPC binding's HTTP header or the gRPC binding's metadata.
+            trace_parent: crate::telemetry::incoming(
+                param(params, crate::telemetry::TRACEPARENT).map(str::as_bytes),
+            ),
         };
         match self.pipeline.call(&caller, input).await {
             Ok(envelope) => Ok((caller, Ok(envelope))),

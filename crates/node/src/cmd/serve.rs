@@ -4,6 +4,7 @@ use crate::cli::ServeArgs;
 use crate::config::RawServeConfig;
 use crate::handover::Handover;
 use crate::server;
+use crate::telemetry::Telemetry;
 use std::process::ExitCode;
 
 /// How long a stopping node waits for its tasks before it exits regardless.
@@ -16,11 +17,15 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     };
     let env = RawServeConfig::from_env(std::env::vars())?;
     let config = args.raw.over(env.over(file)).validate(token)?;
-    init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    // The exporter's connection is made on the runtime.
+    let telemetry = {
+        let _runtime = runtime.enter();
+        Telemetry::install(config.otlp.as_ref(), config.node_id)?
+    };
+    let served = runtime.block_on(async {
         let data_dir = config.data_dir.clone();
         let node = server::start(config).await?;
         say(format_args!(
@@ -47,21 +52,21 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
         }
         say(format_args!("node {id} stopped"));
         anyhow::Ok(())
-    })?;
+    });
+    // Spans of the calls that finished before the stop are exported before the process ends,
+    // also when the node stopped on an error.
+    telemetry.shutdown();
+    served?;
     // Whatever is still running (a blocking flush, a stuck task) gets the same grace, no more.
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Logs to stderr, `RUST_LOG` over a default that keeps openraft's chatter out.
+/// Logs to stderr, `RUST_LOG` over a default that keeps openraft's chatter out; no spans are
+/// exported.
 pub(crate) fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Without OTLP settings nothing is built that could fail.
+    let _ = Telemetry::install(None, 0);
 }
 
 pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {

@@ -382,6 +382,7 @@ mod tests {
             skill_context: Some("Be brief.".into()),
             end_user: None,
             retry_safe: true,
+            trace_parent: None,
         }
     }
 

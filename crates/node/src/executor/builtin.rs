@@ -201,6 +201,7 @@ mod tests {
             skill_context: context.map(str::to_owned),
             end_user: None,
             retry_safe: false,
+            trace_parent: None,
         }
     }
 

@@ -15,11 +15,11 @@ mod http;
 pub(crate) mod mcp;
 mod resilience;
 
+use crate::telemetry;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use gatehouse_actors::{ExecError, Execution, Executor, ToolOutput};
 use gatehouse_raft_store::SharedRegistry;
-use gatehouse_registry::call::CallId;
 use gatehouse_registry::resource::{
     CredentialRef, HttpBinding, Kind, Resource, ResourceKey, UpstreamKind, UpstreamSpec,
 };
@@ -27,6 +27,7 @@ pub use resilience::BreakerState;
 use resilience::{Breakers, Plan};
 use serde_json::Value;
 use std::sync::{Arc, PoisonError};
+use tracing::Instrument;
 
 /// Where credentials named `env` come from. The process environment in production; a map in
 /// tests, which never set environment variables.
@@ -146,7 +147,43 @@ impl BreakerStates {
 }
 
 impl Executor for NodeExecutor {
+    /// Runs the call in an `execute` span that continues the call's trace; the upstream's
+    /// `traceparent` names that span as the parent.
     fn execute(&self, execution: Execution) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
+        let span = tracing::info_span!(
+            "execute",
+            tenant = %execution.tenant,
+            tool = %execution.tool,
+            call = %execution.call_id,
+            outcome = tracing::field::Empty,
+        );
+        let parent =
+            telemetry::execution_parent(&execution.call_id, execution.trace_parent.as_deref());
+        let traceparent = telemetry::continue_trace(&span, parent).to_string();
+        let run = self.run(execution, traceparent);
+        let recorder = span.clone();
+        async move {
+            let result = run.await;
+            let outcome = match &result {
+                Ok(out) if out.is_error => "tool_error",
+                Ok(_) => "succeeded",
+                Err(_) => "failed",
+            };
+            recorder.record("outcome", outcome);
+            result
+        }
+        .instrument(span)
+        .boxed()
+    }
+}
+
+impl NodeExecutor {
+    /// Invokes the upstream, `traceparent` being what it receives.
+    fn run(
+        &self,
+        execution: Execution,
+        traceparent: String,
+    ) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
         let Some((upstream_name, tool)) = execution.tool.split_once('.') else {
             return fail(format!(
                 "tool {} has no upstream: tools are named upstream.tool",
@@ -177,7 +214,6 @@ impl Executor for NodeExecutor {
                 Some(credential) => Some(read_credential(&*this.env, credential).await?),
                 None => None,
             };
-            let traceparent = traceparent(&execution.call_id);
             let timeout = upstream.timeout();
             let plan = Plan {
                 key: &key,
@@ -242,19 +278,6 @@ fn unreachable_kind(kind: UpstreamKind) -> Result<ToolOutput, ExecError> {
     Err(ExecError {
         message: format!("upstreams of kind {kind:?} are not called over the network"),
     })
-}
-
-/// A W3C `traceparent` whose trace id is the call's: every hop of one call shares a trace,
-/// whichever node runs it. The span id is this attempt's own.
-pub(crate) fn traceparent(call_id: &CallId) -> String {
-    let text = call_id.to_string();
-    let hex = text
-        .strip_prefix("call_")
-        .filter(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-        .map(str::to_ascii_lowercase)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let span = uuid::Uuid::new_v4().simple().to_string();
-    format!("00-{hex}-{}-01", &span[..16])
 }
 
 fn fail(message: String) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {

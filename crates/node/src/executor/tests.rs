@@ -46,6 +46,7 @@ pub(super) fn execution(tenant: &str, tool: &str, arguments: Value) -> Execution
         skill_context: None,
         end_user: Some("john".into()),
         retry_safe: false,
+        trace_parent: None,
     }
 }
 

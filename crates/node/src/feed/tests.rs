@@ -123,6 +123,7 @@ impl Log {
             expires_at: u64::MAX,
             approval_valid_ms: 60_000,
             context_id: None,
+            trace_parent: None,
         };
         let index = self.run(Command::Propose {
             call: Box::new(call),

@@ -7,6 +7,7 @@ use super::tasks;
 use super::tools::{CALL_STATUS, LOAD_TOOLSET, MAX_STATUS_WAIT_MS};
 use super::{Front, catalog, guide};
 use crate::pipeline::{CallInput, Envelope, ErrorCode, GatewayError};
+use crate::telemetry::{self, TRACEPARENT, TraceParent};
 use gatehouse_audit::Kind;
 use gatehouse_registry::CallState;
 use rmcp::model::{
@@ -14,8 +15,8 @@ use rmcp::model::{
     CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
     GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
-    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -70,9 +71,10 @@ impl Handler {
         &self,
         agent: &Agent,
         request: CallToolRequestParams,
-        meta: &RequestMetaObject,
+        context: &RequestContext<RoleServer>,
         tasks_declared: bool,
     ) -> CallToolResponse {
+        let meta = &context.meta;
         let Some(tenant) = agent.tenant.clone() else {
             let error = GatewayError::new(
                 ErrorCode::UnknownTool,
@@ -88,6 +90,7 @@ impl Handler {
             .or_else(|| meta.get(META_IDEMPOTENCY_KEY))
             .and_then(Value::as_str)
             .map(str::to_owned);
+        let trace_parent = trace_parent(&request, context);
         let input = CallInput {
             tenant,
             tool: request.name.to_string(),
@@ -96,6 +99,7 @@ impl Handler {
             a2a_peer: None,
             context_id: None,
             requested_mode: None,
+            trace_parent,
         };
         let envelope = match self.front.pipeline.call(&agent.caller, input).await {
             Ok(envelope) => envelope,
@@ -212,6 +216,27 @@ fn settled(state: CallState) -> bool {
     state.is_finished() || state == CallState::OutcomeUnknown
 }
 
+/// The trace context a `tools/call` continues: its `_meta.traceparent` when that is valid (it
+/// names the MCP request itself, where an HTTP header may be a proxy's or a connection's), else
+/// the HTTP request's `traceparent` header. An invalid value is ignored.
+fn trace_parent(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<TraceParent> {
+    let from_meta = request
+        .meta
+        .as_ref()
+        .and_then(|m| m.get(TRACEPARENT))
+        .or_else(|| context.meta.get(TRACEPARENT))
+        .and_then(Value::as_str);
+    let from_header = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get(TRACEPARENT))
+        .map(|value| value.as_bytes());
+    telemetry::meta_over_header(from_meta, from_header)
+}
+
 /// The caller the `/mcp` guard authenticated, from the request's HTTP parts.
 fn agent_of(extensions: &rmcp::model::Extensions) -> Result<Agent, McpError> {
     extensions
@@ -274,7 +299,7 @@ impl ServerHandler for Handler {
                 Ok(self.load_toolset(&agent, &arguments).await.into())
             }
             _ => Ok(self
-                .call_upstream(&agent, request, &context.meta, tasks_declared)
+                .call_upstream(&agent, request, &context, tasks_declared)
                 .await),
         }
     }

@@ -36,7 +36,7 @@ pub fn bare_meta() -> MetaObject {
     let mut meta = JsonObject::new();
     meta.insert(
         META_TRACE_ID.into(),
-        trace_id(&CallId(String::new())).into(),
+        trace_id(&CallId(String::new()), None).into(),
     );
     MetaObject(meta)
 }

@@ -167,7 +167,10 @@ impl gatehouse_actors::Executor for Audited {
                 decision: Some("execute".to_owned()),
                 call_id: Some(execution.call_id.to_string()),
                 args_sha256: call.map(|c| c.spec.args_sha256.clone()),
-                trace_id: Some(super::trace_id(&execution.call_id)),
+                trace_id: Some(super::trace_id(
+                    &execution.call_id,
+                    execution.trace_parent.as_deref(),
+                )),
                 ..Entry::default()
             }
         };

@@ -36,7 +36,7 @@ impl Envelope {
             tool: call.tool.clone(),
             effective_mode: call.effective_mode,
             policy_decision_id: call.policy_decision_id.clone(),
-            trace_id: trace_id(&call.id),
+            trace_id: trace_id(&call.id, call.trace_parent.as_deref()),
             state,
             result_json: None,
             is_error: false,
@@ -80,7 +80,7 @@ impl Envelope {
             // An earlier call under the same idempotency key, not applied here yet.
             Envelope {
                 call_id: id.0.clone(),
-                trace_id: trace_id(id),
+                trace_id: trace_id(id, None),
                 ..Envelope::base(call, state)
             }
         }
@@ -199,19 +199,11 @@ impl Envelope {
     }
 }
 
-/// The call's W3C trace id: the call id's own 128 random bits, so every answer about one call
-/// names the same trace; ids of another shape get a fresh random one.
-pub fn trace_id(id: &CallId) -> String {
-    match id.0.strip_prefix("call_") {
-        Some(hex)
-            if hex.len() == 32
-                && hex
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-                && hex.bytes().any(|b| b != b'0') =>
-        {
-            hex.to_owned()
-        }
-        _ => format!("{:032x}", rand::random::<u128>().max(1)),
-    }
+/// The call's W3C trace id as 32 hex digits: the trace its record carries (the caller's, or the
+/// one the call started), else the call id's own 128 random bits, so every answer about one
+/// call names the same trace; ids of another shape get a fresh random one.
+pub fn trace_id(id: &CallId, trace_parent: Option<&str>) -> String {
+    let trace = crate::telemetry::call_trace_id(id, trace_parent)
+        .unwrap_or_else(|| rand::random::<u128>().max(1));
+    format!("{trace:032x}")
 }

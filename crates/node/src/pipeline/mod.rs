@@ -18,6 +18,7 @@ use crate::auth::{AuthError, Authenticator, Caller};
 use crate::budget::{Budgets, RetryAfter};
 use crate::cluster::{Cluster, WriteError, now_ms};
 use crate::metrics::{self, Metrics};
+use crate::telemetry::{self, TraceParent};
 use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, Validators, plan_call_with};
@@ -29,6 +30,15 @@ use serde_json::Value;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use tracing::Instrument;
+
+/// What policy made of a call that may go ahead, for its span.
+fn decision_of(call: &NewCall) -> &'static str {
+    if call.required_approvals == 0 {
+        "allowed"
+    } else {
+        "needs_approval"
+    }
+}
 
 /// Longest idempotency key a caller may give.
 pub const MAX_IDEMPOTENCY_KEY: usize = 256;
@@ -48,6 +58,9 @@ pub struct CallInput {
     /// The A2A context the delegated task belongs to, kept in its record.
     pub context_id: Option<String>,
     pub requested_mode: Option<ApprovalMode>,
+    /// The W3C trace context the request arrived with (already validated): the call's spans
+    /// continue it, and so do its execution and its upstream's. `None` starts a trace.
+    pub trace_parent: Option<TraceParent>,
 }
 
 #[derive(Clone)]
@@ -143,14 +156,40 @@ impl Pipeline {
     /// with its pending envelope; [`Pipeline::wait`] follows it. Every call is audited: a call
     /// run at once and a refusal off the response path, a replicated call durably before the
     /// answer.
+    ///
+    /// The call runs in a `call` span continuing `input.trace_parent`; the span's own trace
+    /// context goes into the call (and its record), so the execution continues the same trace.
     pub async fn call(&self, caller: &Caller, input: CallInput) -> Result<Envelope, GatewayError> {
         let started = std::time::Instant::now();
-        let result = self.call_audited(caller, &input).await;
+        let span = tracing::info_span!(
+            "call",
+            tenant = tracing::field::Empty,
+            tool = tracing::field::Empty,
+            call = tracing::field::Empty,
+            mode = tracing::field::Empty,
+            decision = tracing::field::Empty,
+            policy_decision = tracing::field::Empty,
+            replicated = tracing::field::Empty,
+            refusal = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let trace = telemetry::continue_trace(&span, input.trace_parent);
+        let result = self
+            .call_audited(caller, &input, trace)
+            .instrument(span.clone())
+            .await;
         let (tenant, tool) = self.labels(caller, &input, result.as_ref().err());
         let outcome = match &result {
             Ok(envelope) => envelope.state.as_str().to_owned(),
             Err(error) => format!("refused:{}", error.code.as_str()),
         };
+        span.record("tenant", tenant);
+        span.record("tool", tool);
+        span.record("outcome", outcome.as_str());
+        if let Err(error) = &result {
+            span.record("decision", "refused");
+            span.record("refusal", error.code.as_str());
+        }
         self.metrics
             .record_call(tenant, tool, &outcome, started.elapsed());
         result
@@ -182,8 +221,9 @@ impl Pipeline {
         &self,
         caller: &Caller,
         input: &CallInput,
+        trace: TraceParent,
     ) -> Result<Envelope, GatewayError> {
-        let (result, replicated) = self.run(caller, input).await;
+        let (result, replicated) = self.run(caller, input, trace).await;
         match &result {
             Ok(envelope) if replicated => {
                 let entry = audit::call_entry(caller, input, envelope);
@@ -201,26 +241,26 @@ impl Pipeline {
         result
     }
 
-    /// The pipeline's work, and whether the call went through Raft.
+    /// The pipeline's work, and whether the call went through Raft. Runs in the `call` span,
+    /// whose trace context is `trace`.
     async fn run(
         &self,
         caller: &Caller,
         input: &CallInput,
+        trace: TraceParent,
     ) -> (Result<Envelope, GatewayError>, bool) {
-        match self.plan_and_check(caller, input) {
+        match self.plan_and_check(caller, input, trace) {
             Ok(plan) => {
-                let span = tracing::info_span!(
-                    "call",
-                    tenant = %plan.call.tenant,
-                    tool = %plan.call.tool,
-                    call = %plan.call.id,
-                    mode = ?plan.decision.effective,
-                    replicated = plan.replicated,
-                );
+                let span = tracing::Span::current();
+                span.record("call", tracing::field::display(&plan.call.id));
+                span.record("mode", plan.decision.effective.as_str());
+                span.record("decision", decision_of(&plan.call));
+                span.record("policy_decision", plan.call.policy_decision_id.as_str());
+                span.record("replicated", plan.replicated);
                 if plan.replicated {
-                    (self.propose(plan.call).instrument(span).await, true)
+                    (self.propose(plan.call).await, true)
                 } else {
-                    (self.run_now(plan.call).instrument(span).await, false)
+                    (self.run_now(plan.call).await, false)
                 }
             }
             Err(e) => (Err(e), false),
@@ -229,7 +269,12 @@ impl Pipeline {
 
     /// Everything decided before a call runs or is proposed: scope, arguments, key, policy,
     /// budget.
-    fn plan_and_check(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {
+    fn plan_and_check(
+        &self,
+        caller: &Caller,
+        input: &CallInput,
+        trace: TraceParent,
+    ) -> Result<Plan, GatewayError> {
         // A tenant the caller holds no role in does not exist for it.
         if !caller.member_of(&input.tenant) {
             return Err((&PlanError::UnknownTenant(input.tenant.clone())).into());
@@ -250,7 +295,7 @@ impl Pipeline {
                 "use a shorter key, such as a UUID",
             ));
         }
-        let plan = self.plan(caller, input)?;
+        let plan = self.plan(caller, input, trace)?;
         if let Some(budget) = &plan.decision.budget
             && let Err(RetryAfter(wait)) =
                 self.budgets
@@ -261,7 +306,18 @@ impl Pipeline {
         Ok(plan)
     }
 
-    fn plan(&self, caller: &Caller, input: &CallInput) -> Result<Plan, GatewayError> {
+    fn plan(
+        &self,
+        caller: &Caller,
+        input: &CallInput,
+        trace: TraceParent,
+    ) -> Result<Plan, GatewayError> {
+        // A call that starts its trace takes the trace id as its id, as calls always did; one
+        // that continues a caller's trace draws its own.
+        let id = match input.trace_parent {
+            None => CallId::from_random(trace.trace_id),
+            Some(_) => CallId::from_random(rand::random::<u128>().max(1)),
+        };
         let registry = self
             .cluster
             .registry
@@ -270,7 +326,7 @@ impl Pipeline {
         plan_call_with(
             &registry,
             &CallRequest {
-                id: CallId::from_random(rand::random()),
+                id,
                 at: now_ms(),
                 tenant: &input.tenant,
                 principal: &caller.name,
@@ -285,6 +341,7 @@ impl Pipeline {
         )
         .map(|mut plan| {
             plan.call.context_id = input.context_id.clone();
+            plan.call.trace_parent = Some(trace.to_string());
             plan
         })
         .map_err(|e| GatewayError::from(&e))
@@ -452,6 +509,7 @@ impl Pipeline {
             skill_context: handle.skill_context(&call.tool, call.chain.end_user.as_deref()),
             end_user: call.chain.end_user.clone(),
             retry_safe: call.retry_safe,
+            trace_parent: call.trace_parent.clone(),
         };
         let result = self.executor.execute(execution).await;
         Ok(Envelope::ran_now(&call, result))

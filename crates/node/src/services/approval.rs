@@ -10,6 +10,7 @@ use super::status::{apply_error, write_error};
 use crate::auth::{Caller, authenticate};
 use crate::cluster::Cluster;
 use crate::feed::{CallFeed, ChangeKind, WatchEvent};
+use crate::telemetry;
 use futures::{Stream, StreamExt};
 use gatehouse_audit::{AuditLog, Entry, Kind};
 use gatehouse_proto::v1 as pb;
@@ -19,6 +20,7 @@ use gatehouse_registry::resource::Role;
 use gatehouse_registry::{ApplyError, Call, CallId, Command, Outcome};
 use std::pin::Pin;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1_000;
@@ -87,7 +89,10 @@ impl Approvals {
             call_id: Some(call.spec.id.to_string()),
             args_sha256: Some(call.spec.args_sha256.clone()),
             outcome: format!("refused:{:?}", status.code()),
-            trace_id: Some(crate::pipeline::trace_id(&call.spec.id)),
+            trace_id: Some(crate::pipeline::trace_id(
+                &call.spec.id,
+                call.spec.trace_parent.as_deref(),
+            )),
             ..Entry::default()
         };
         if let Err(e) = self.audit.record_durable(entry).await {
@@ -96,7 +101,8 @@ impl Approvals {
     }
 
     /// Proposes a decision on a call; the call's record right after it, and the log index.
-    /// The decision, taken or refused, is audited durably before the answer.
+    /// The decision, taken or refused, is audited durably before the answer. It runs in a
+    /// `decide` span in the call's trace.
     async fn decide(&self, command: Command, id: &str) -> Result<(pb::CallRecord, u64), Status> {
         let (decision, principal) = match &command {
             Command::Approve { approver, .. } => ("approve", approver.clone()),
@@ -105,14 +111,46 @@ impl Approvals {
             Command::Resolve { approver, .. } => ("resolve", approver.clone()),
             _ => ("decide", String::new()),
         };
+        let span = tracing::info_span!(
+            "decide",
+            call = %id,
+            decision,
+            principal = %principal,
+            outcome = tracing::field::Empty,
+        );
+        let parent = {
+            let registry = self.cluster.registry.read().expect("registry lock");
+            let call = registry.call(&CallId(id.to_owned()));
+            telemetry::execution_parent(
+                &CallId(id.to_owned()),
+                call.and_then(|c| c.spec.trace_parent.as_deref()),
+            )
+        };
+        telemetry::continue_trace(&span, parent);
+        self.decide_in_span(command, id, decision, principal)
+            .instrument(span)
+            .await
+    }
+
+    async fn decide_in_span(
+        &self,
+        command: Command,
+        id: &str,
+        decision: &str,
+        principal: String,
+    ) -> Result<(pb::CallRecord, u64), Status> {
         let written = self.cluster.propose(command).await;
-        let (result, outcome, tenant, mode, args) = {
+        let (result, outcome, tenant, mode, args, trace) = {
             let registry = self.cluster.registry.read().expect("registry lock");
             let call = registry.call(&CallId(id.to_owned()));
             let facts = (
                 call.map(|c| c.spec.tenant.clone()),
                 call.map(|c| c.spec.effective_mode.as_str().to_owned()),
                 call.map(|c| c.spec.args_sha256.clone()),
+                crate::pipeline::trace_id(
+                    &CallId(id.to_owned()),
+                    call.and_then(|c| c.spec.trace_parent.as_deref()),
+                ),
             );
             let (result, outcome) = match (written, call) {
                 (Ok((_, log_index)), Some(call)) => (
@@ -131,8 +169,9 @@ impl Approvals {
                     (Err(status), outcome)
                 }
             };
-            (result, outcome, facts.0, facts.1, facts.2)
+            (result, outcome, facts.0, facts.1, facts.2, facts.3)
         };
+        tracing::Span::current().record("outcome", outcome.as_str());
         let entry = Entry {
             kind: Kind::Approval,
             tenant,
@@ -142,7 +181,7 @@ impl Approvals {
             call_id: Some(id.to_owned()),
             args_sha256: args,
             outcome,
-            trace_id: Some(crate::pipeline::trace_id(&CallId(id.to_owned()))),
+            trace_id: Some(trace),
             ..Entry::default()
         };
         self.audit
@@ -450,6 +489,7 @@ mod tests {
                 expires_at: 2_000,
                 approval_valid_ms: 500,
                 context_id: None,
+                trace_parent: None,
             },
             1_000,
         );

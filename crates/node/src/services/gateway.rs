@@ -4,6 +4,7 @@
 use super::convert::{approval_mode_to, call_record_to, call_state_to};
 use crate::auth::{Caller, authenticate};
 use crate::pipeline::{CallInput, Envelope, GatewayError, Pipeline};
+use crate::telemetry;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_server::GatewayService;
 use gatehouse_registry::CallId;
@@ -39,6 +40,12 @@ impl GatewayService for Gateway {
         request: Request<pb::CallToolRequest>,
     ) -> Result<Response<pb::CallToolResponse>, Status> {
         let caller = self.caller(&request)?;
+        let trace_parent = telemetry::incoming(
+            request
+                .metadata()
+                .get(telemetry::TRACEPARENT)
+                .map(|v| v.as_bytes()),
+        );
         let req = request.into_inner();
         let input = CallInput {
             arguments: parse_arguments(&req.arguments_json)?,
@@ -48,6 +55,7 @@ impl GatewayService for Gateway {
             a2a_peer: None,
             context_id: None,
             requested_mode: None,
+            trace_parent,
         };
         let envelope = self
             .pipeline
@@ -147,6 +155,7 @@ mod tests {
             expires_at: 5_000,
             approval_valid_ms: 1_000,
             context_id: None,
+            trace_parent: None,
         }
     }
 

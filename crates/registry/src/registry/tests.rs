@@ -146,6 +146,7 @@ impl Harness {
             expires_at: self.clock + 60_000,
             approval_valid_ms: 30_000,
             context_id: None,
+            trace_parent: None,
         };
         match self.ok(Command::Propose {
             call: Box::new(call),

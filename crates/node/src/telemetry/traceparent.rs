@@ -1,0 +1,180 @@
+//! The W3C Trace Context `traceparent` value (<https://www.w3.org/TR/trace-context/>): parsed
+//! from what a caller sent, written for what an upstream receives. Pure: no clock, no I/O.
+
+use std::fmt;
+
+/// The only version this node writes.
+const VERSION: &str = "00";
+/// `version-trace_id-parent_id-flags`: 2 + 1 + 32 + 1 + 16 + 1 + 2.
+const LEN: usize = 55;
+/// The sampled bit of the trace flags.
+const SAMPLED: u8 = 0x01;
+
+/// One hop of a trace: the trace it belongs to, the span that is the parent of the next one,
+/// and the trace flags (bit 0: sampled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceParent {
+    /// Never zero.
+    pub trace_id: u128,
+    /// Never zero.
+    pub parent_id: u64,
+    pub flags: u8,
+}
+
+impl TraceParent {
+    /// A sampled hop of `trace_id` under `parent_id`; `None` when either is zero.
+    pub fn new(trace_id: u128, parent_id: u64, flags: u8) -> Option<TraceParent> {
+        (trace_id != 0 && parent_id != 0).then_some(TraceParent {
+            trace_id,
+            parent_id,
+            flags,
+        })
+    }
+
+    /// A value as a caller sent it, or `None` when the spec says to ignore it: not four
+    /// lower-case hex fields of the right widths, version `ff`, a version-00 value with anything
+    /// after the flags, or an all-zero trace or parent id. A later version's value is read by
+    /// its version-00 prefix, as the spec asks, when what follows starts with `-`.
+    pub fn parse(value: &str) -> Option<TraceParent> {
+        let value = value.trim_matches([' ', '\t']);
+        let bytes = value.as_bytes();
+        // ASCII first: every slice below is then on a character boundary.
+        if !value.is_ascii() || bytes.len() < LEN {
+            return None;
+        }
+        let version = &value[..2];
+        if !is_lower_hex(version) || version == "ff" {
+            return None;
+        }
+        let rest_ok = if version == VERSION {
+            bytes.len() == LEN
+        } else {
+            bytes.len() == LEN || bytes[LEN] == b'-'
+        };
+        if !rest_ok || bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
+            return None;
+        }
+        let (trace, parent, flags) = (&value[3..35], &value[36..52], &value[53..55]);
+        if !(is_lower_hex(trace) && is_lower_hex(parent) && is_lower_hex(flags)) {
+            return None;
+        }
+        TraceParent::new(
+            u128::from_str_radix(trace, 16).ok()?,
+            u64::from_str_radix(parent, 16).ok()?,
+            u8::from_str_radix(flags, 16).ok()?,
+        )
+    }
+
+    /// Whether the caller recorded (and asks us to record) this trace.
+    pub fn sampled(&self) -> bool {
+        self.flags & SAMPLED != 0
+    }
+
+    /// The trace id as 32 lower-case hex digits, the form envelopes and audit entries carry.
+    pub fn trace_id_hex(&self) -> String {
+        format!("{:032x}", self.trace_id)
+    }
+
+    /// The same trace and flags under another parent span.
+    pub fn child(&self, parent_id: u64) -> TraceParent {
+        TraceParent { parent_id, ..*self }
+    }
+}
+
+impl fmt::Display for TraceParent {
+    /// The version-00 header value. Only the sampled bit of the flags is passed on: the spec
+    /// reserves the others.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{VERSION}-{:032x}-{:016x}-{:02x}",
+            self.trace_id,
+            self.parent_id,
+            self.flags & SAMPLED
+        )
+    }
+}
+
+fn is_lower_hex(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_valid_value_is_read_field_by_field_and_written_back_unchanged() {
+        let parent = TraceParent::parse(GOOD).expect("valid");
+        assert_eq!(parent.trace_id, 0x4bf92f3577b34da6a3ce929d0e0e4736);
+        assert_eq!(parent.parent_id, 0x00f067aa0ba902b7);
+        assert!(parent.sampled());
+        assert_eq!(parent.trace_id_hex(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(parent.to_string(), GOOD);
+    }
+
+    #[test]
+    fn the_flags_are_kept_and_an_unsampled_trace_stays_unsampled() {
+        let parent = TraceParent::parse(&GOOD.replace("-01", "-00")).expect("valid");
+        assert!(!parent.sampled());
+        assert!(
+            parent
+                .child(7)
+                .to_string()
+                .ends_with("-0000000000000007-00")
+        );
+        // Reserved bits are read but never passed on.
+        let odd = TraceParent::parse(&GOOD.replace("-01", "-03")).expect("valid");
+        assert!(odd.sampled());
+        assert!(odd.to_string().ends_with("-01"));
+    }
+
+    #[test]
+    fn values_the_spec_says_to_ignore_are_refused() {
+        let zero_trace = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
+        let zero_parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01";
+        let cases = [
+            "",
+            "garbage",
+            zero_trace,
+            zero_parent,
+            &GOOD.to_uppercase(),
+            &GOOD.replacen("00-", "ff-", 1),
+            &GOOD.replacen("00-", "0g-", 1),
+            &format!("{GOOD}-extra"),
+            &GOOD.replace('-', "_"),
+            &GOOD[..54],
+            "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bz-01",
+            "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "0é-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0€",
+        ];
+        for case in cases {
+            assert_eq!(TraceParent::parse(case), None, "{case:?}");
+        }
+    }
+
+    #[test]
+    fn a_later_version_is_read_by_its_version_00_prefix() {
+        let later = GOOD.replacen("00-", "01-", 1);
+        assert!(TraceParent::parse(&later).is_some());
+        assert!(TraceParent::parse(&format!("{later}-what-comes-next")).is_some());
+        assert_eq!(TraceParent::parse(&format!("{later}x")), None);
+    }
+
+    #[test]
+    fn surrounding_whitespace_of_a_header_is_ignored() {
+        assert!(TraceParent::parse(&format!(" {GOOD}\t")).is_some());
+    }
+
+    #[test]
+    fn zero_ids_make_no_trace_parent() {
+        assert_eq!(TraceParent::new(0, 1, 1), None);
+        assert_eq!(TraceParent::new(1, 0, 1), None);
+        assert!(TraceParent::new(1, 1, 1).is_some());
+    }
+}

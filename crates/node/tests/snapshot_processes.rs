@@ -15,14 +15,7 @@ use common::{Node, cli, ok, serve};
 
 const AGENT_KEY: &str = "gate_snapshot-agent-00000000000000000000000";
 const APPROVER_KEY: &str = "gate_snapshot-approver-00000000000000000000";
-const KINDS: [&str; 6] = [
-    "tenants",
-    "principals",
-    "upstreams",
-    "tools",
-    "skills",
-    "policies",
-];
+const KINDS: [&str; 6] = ["tenant", "principal", "upstream", "tool", "skill", "policy"];
 
 /// `gatehouse dev`'s tenant (built-in tools, skills at every level) with this test's keys.
 fn demo_resources(dir: &Path) -> std::path::PathBuf {
@@ -45,7 +38,12 @@ fn everything(node: &Node, token: &str) -> Vec<Value> {
                 token,
                 &["-o", "json", "list", kind, "--linearizable"],
             ));
-            serde_json::from_str(&listed).unwrap()
+            // One resource per line.
+            let lines: Vec<Value> = listed
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect();
+            Value::Array(lines)
         })
         .collect();
     let resolved = ok(cli(
@@ -62,7 +60,14 @@ fn everything(node: &Node, token: &str) -> Vec<Value> {
             "dana",
         ],
     ));
-    all.push(serde_json::from_str(&resolved).unwrap());
+    let mut resolved: Value = serde_json::from_str(&resolved).unwrap();
+    // The index it was computed at moves on in a new cluster; the answer must not.
+    resolved
+        .as_object_mut()
+        .unwrap()
+        .remove("applied_index")
+        .expect("a resolution names its applied index");
+    all.push(resolved);
     all
 }
 
@@ -113,7 +118,14 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
     }
     // A keyed read-only call is recorded; a transfer waits for an approver.
     let echo_args = ["call", "demo.echo", "--tenant", "demo"];
-    let echo_key = ["--args", r#"{"text":"kept"}"#, "--idempotency-key", "k-1"];
+    let echo_key = [
+        "--args",
+        r#"{"text":"kept"}"#,
+        "--idempotency-key",
+        "k-1",
+        "--wait",
+        "20",
+    ];
     let echoed = ok(cli(
         &second.grpc,
         AGENT_KEY,

@@ -340,9 +340,9 @@ where
         .add_service(ClusterServiceServer::new(
             services::cluster::Membership::new(cluster.clone(), reachable_window),
         ))
-        .add_service(SnapshotServiceServer::new(services::snapshot::Snapshots::new(
-            cluster.clone(),
-        )))
+        .add_service(SnapshotServiceServer::new(
+            services::snapshot::Snapshots::new(cluster.clone()),
+        ))
         .add_service(ApprovalServiceServer::new(
             services::approval::Approvals::new(
                 cluster.clone(),

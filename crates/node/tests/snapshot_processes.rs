@@ -158,8 +158,15 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
         &["snapshot", "save", file.to_str().unwrap()],
     );
     let said = ok(saved.clone());
-    assert!(said.contains("saved") && said.contains("from node 2"), "{said}");
-    assert!(stderr(&saved).contains("bytes (100%)"), "{}", stderr(&saved));
+    assert!(
+        said.contains("saved") && said.contains("from node 2"),
+        "{said}"
+    );
+    assert!(
+        stderr(&saved).contains("bytes (100%)"),
+        "{}",
+        stderr(&saved)
+    );
     let agent_cannot = cli(
         &second.grpc,
         AGENT_KEY,
@@ -239,7 +246,13 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
     ok(cli(
         &seventh.grpc,
         APPROVER_KEY,
-        &["approvals", "approve", &pending, "--reason", "after restore"],
+        &[
+            "approvals",
+            "approve",
+            &pending,
+            "--reason",
+            "after restore",
+        ],
     ));
     let deadline = Instant::now() + Duration::from_secs(20);
     while call_record(&seventh, &pending)["state"] != "succeeded" {

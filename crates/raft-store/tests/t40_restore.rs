@@ -60,7 +60,10 @@ async fn a_store_that_holds_state_is_not_restored_into() {
     let again = restore(dir.path(), 7, "127.0.0.1:7007", 3, &registry_at(9))
         .await
         .unwrap_err();
-    assert!(again.to_string().contains("already holds Raft state"), "{again}");
+    assert!(
+        again.to_string().contains("already holds Raft state"),
+        "{again}"
+    );
     let empty = tempfile::tempdir().unwrap();
     let none = restore(empty.path(), 7, "127.0.0.1:7007", 3, &Registry::new())
         .await

@@ -52,7 +52,9 @@ pub enum BackupError {
         "the backup has format {0}; this gatehouse reads format {FORMAT} only (use the version that wrote it)"
     )]
     UnknownFormat(u32),
-    #[error("the backup is truncated or padded: its header says {expected} body bytes, it holds {found}")]
+    #[error(
+        "the backup is truncated or padded: its header says {expected} body bytes, it holds {found}"
+    )]
     Length { expected: u64, found: u64 },
     #[error("the backup is damaged: its body's SHA-256 is {found}, its header says {expected}")]
     Checksum { expected: String, found: String },

@@ -110,10 +110,10 @@ impl Progress {
 
 pub fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
     refuse_used_dir(&args.data_dir)?;
-    let file = std::fs::read(&args.file)
-        .with_context(|| format!("reading {}", args.file.display()))?;
-    let (header, body) =
-        backup::decode(&file).with_context(|| format!("{} cannot be restored", args.file.display()))?;
+    let file =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let (header, body) = backup::decode(&file)
+        .with_context(|| format!("{} cannot be restored", args.file.display()))?;
     let mut registry = Registry::from_bytes(body).with_context(|| {
         format!(
             "{} passed its checksum but its state does not decode (format {FORMAT})",

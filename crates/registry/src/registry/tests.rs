@@ -1129,7 +1129,9 @@ fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
     // Everything else is as it was: resources, keys, calls, the applied index.
     assert_eq!(restored.applied_index(), before.applied_index());
     assert_eq!(
-        restored.list(Kind::Principal, None, None).collect::<Vec<_>>(),
+        restored
+            .list(Kind::Principal, None, None)
+            .collect::<Vec<_>>(),
         before.list(Kind::Principal, None, None).collect::<Vec<_>>()
     );
     let alice = "0000000000000000000000000000000000000000000000000000000000000002";

@@ -22,6 +22,8 @@ pub struct Identity {
 /// Left by `gatehouse snapshot restore` until the restored node's first start has finished it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestoreMarker {
+    /// The node id the directory was restored for.
+    pub node_id: u64,
     /// The backup's index and term.
     pub index: u64,
     pub term: u64,

@@ -144,6 +144,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             config.node_id
         );
     }
+    crate::backup::check_restored_for(&files, config.node_id)?;
     let grpc_listener = bind(config.grpc, known.as_ref().map(|k| k.grpc)).await?;
     let http_listener = bind(config.http, known.as_ref().map(|k| k.http)).await?;
     let identity = Identity {

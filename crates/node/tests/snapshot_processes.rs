@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Node, cli, ok, serve};
+use common::{BIN, Node, cli, ok, serve};
 
 const AGENT_KEY: &str = "gate_snapshot-agent-00000000000000000000000";
 const APPROVER_KEY: &str = "gate_snapshot-approver-00000000000000000000";
@@ -229,7 +229,23 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
         ],
     ));
     assert!(restored.contains("as node 7"), "{restored}");
+    let wrong_id = std::process::Command::new(BIN)
+        .args(["serve", "--node-id", "9", "--data-dir"])
+        .arg(dir.path().join("node-7"))
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!wrong_id.status.success());
+    assert!(
+        stderr(&wrong_id).contains("restored for node 7"),
+        "{}",
+        stderr(&wrong_id)
+    );
     let seventh = serve(7, dir.path(), &[], None);
+    assert!(
+        !dir.path().join("node-7/restored.json").exists(),
+        "the first start finished the restore"
+    );
 
     // The old admin key still works, and everything reads back the same.
     assert_eq!(everything(&seventh, &token), source);

@@ -15,6 +15,20 @@ use std::time::Duration;
 /// How long a restored node waits to lead its one-voter cluster.
 const LEAD_WITHIN: Duration = Duration::from_secs(30);
 
+/// Refuses to start a restored data directory as another node than the one it was restored for
+/// (that node would hold a membership it is not in, and never lead). Call before anything is
+/// written to the directory.
+pub fn check_restored_for(files: &NodeFiles, node_id: u64) -> anyhow::Result<()> {
+    match files.restore_marker()? {
+        Some(restore) if restore.node_id != node_id => anyhow::bail!(
+            "this data directory was restored for node {}, not node {node_id}: start it with --node-id {}",
+            restore.node_id,
+            restore.node_id
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// Finishes a restore on the node's first start after it; does nothing on any other start.
 pub async fn finish_restore(
     cluster: &Cluster,

@@ -8,7 +8,7 @@
 
 mod adopt;
 
-pub use adopt::finish_restore;
+pub use adopt::{check_restored_for, finish_restore};
 
 use gatehouse_registry::canonical::sha256_hex;
 use serde::{Deserialize, Serialize};

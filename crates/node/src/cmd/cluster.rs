@@ -146,8 +146,8 @@ async fn wait_caught_up(
             println!("node {node} caught up: {has}/{of} entries");
             return Ok(ExitCode::SUCCESS);
         }
-        let changed = last.is_none_or(|(seen, at)| seen != now || at.elapsed() >= REPORT_EVERY);
-        if changed {
+        let report = last.is_none_or(|(seen, at)| seen != now || at.elapsed() >= REPORT_EVERY);
+        if report {
             match now {
                 Some((has, of)) => eprintln!("node {node}: {has}/{of} entries"),
                 None => eprintln!("node {node}: not a member yet"),

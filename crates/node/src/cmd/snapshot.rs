@@ -137,6 +137,7 @@ pub fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
     });
     restored?;
     files.write_restore_marker(&RestoreMarker {
+        node_id: args.node_id,
         index: header.index,
         term: header.term,
         source_node: header.source_node,

@@ -34,8 +34,8 @@ pub struct RestoreArgs {
     /// A new data directory: it must not exist or be empty.
     #[arg(long)]
     pub data_dir: PathBuf,
-    /// The new cluster's first node id (the old cluster's ids are forgotten).
-    #[arg(long)]
+    /// The new cluster's first node id, 1 or more (the old cluster's ids are forgotten).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub node_id: u64,
 }
 

@@ -100,6 +100,11 @@ pub enum Command {
         #[command(subcommand)]
         command: cmd::audit::AuditCommand,
     },
+    /// Backups: save the cluster's state to a file, restore one into a new cluster.
+    Snapshot {
+        #[command(subcommand)]
+        command: cmd::snapshot::SnapshotCommand,
+    },
     /// Turn another description of tools into resources to review and apply.
     Import {
         #[command(subcommand)]
@@ -160,6 +165,13 @@ pub enum ClusterCommand {
     Promote { node_id: u64 },
     /// Take a node out of the cluster.
     Remove { node_id: u64 },
+    /// Wait until a node has every log entry the leader has, printing its progress.
+    WaitCaughtUp {
+        node_id: u64,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+        timeout: f64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,5 +232,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
         } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
         Command::Audit { command } => cmd::audit::run(command, remote.output),
+        Command::Snapshot {
+            command: cmd::snapshot::SnapshotCommand::Save { file },
+        } => cmd::remote(cmd::snapshot::save(&remote, &file)),
+        Command::Snapshot {
+            command: cmd::snapshot::SnapshotCommand::Restore(args),
+        } => cmd::snapshot::restore(&args),
     }
 }

@@ -8,6 +8,7 @@
 pub mod a2a;
 mod actor_port;
 pub mod auth;
+pub mod backup;
 pub mod budget;
 pub mod cli;
 pub mod cluster;

@@ -19,6 +19,20 @@ pub struct Identity {
     pub http: SocketAddr,
 }
 
+/// Left by `gatehouse snapshot restore` until the restored node's first start has finished it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoreMarker {
+    /// The node id the directory was restored for.
+    pub node_id: u64,
+    /// The backup's index and term.
+    pub index: u64,
+    pub term: u64,
+    /// The node of the old cluster that served the backup.
+    pub source_node: u64,
+}
+
+const RESTORE_MARKER: &str = "restored.json";
+
 #[derive(Debug, Clone)]
 pub struct NodeFiles {
     dir: PathBuf,
@@ -62,6 +76,23 @@ impl NodeFiles {
 
     pub fn write_peer_secret(&self, secret: &str) -> anyhow::Result<()> {
         write_atomically(&self.dir.join("cluster.key"), secret.as_bytes(), 0o600)
+    }
+
+    /// The marker of a restore not yet finished by a first start.
+    pub fn restore_marker(&self) -> anyhow::Result<Option<RestoreMarker>> {
+        read_optional(&self.dir.join(RESTORE_MARKER))?
+            .map(|text| serde_json::from_str(&text).context("restored.json is damaged"))
+            .transpose()
+    }
+
+    pub fn write_restore_marker(&self, marker: &RestoreMarker) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(marker)?;
+        write_atomically(&self.dir.join(RESTORE_MARKER), text.as_bytes(), 0o644)
+    }
+
+    pub fn remove_restore_marker(&self) -> anyhow::Result<()> {
+        let path = self.dir.join(RESTORE_MARKER);
+        std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))
     }
 
     pub fn write_admin_key(&self, key: &str) -> anyhow::Result<()> {

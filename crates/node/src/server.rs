@@ -26,6 +26,7 @@ use gatehouse_proto::v1::cluster_service_server::ClusterServiceServer;
 use gatehouse_proto::v1::gateway_service_server::GatewayServiceServer;
 use gatehouse_proto::v1::raft_service_server::RaftServiceServer;
 use gatehouse_proto::v1::registry_service_server::RegistryServiceServer;
+use gatehouse_proto::v1::snapshot_service_server::SnapshotServiceServer;
 use gatehouse_raft_store::Raft;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::resource::{API_VERSION, Metadata, Object, PrincipalSpec, Role};
@@ -153,6 +154,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             config.node_id
         );
     }
+    crate::backup::check_restored_for(&files, config.node_id)?;
     let grpc_listener = bind(config.grpc, known.as_ref().map(|k| k.grpc)).await?;
     let http_listener = bind(config.http, known.as_ref().map(|k| k.http)).await?;
     let identity = Identity {
@@ -293,6 +295,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             None
         }
     };
+    crate::backup::finish_restore(&cluster, &files, identity.grpc).await?;
     tracing::info!(node = config.node_id, grpc = %identity.grpc, http = %identity.http, "node started");
     Ok(NodeHandle {
         id: config.node_id,
@@ -348,6 +351,9 @@ where
         )
         .add_service(ClusterServiceServer::new(
             services::cluster::Membership::new(cluster.clone(), reachable_window),
+        ))
+        .add_service(SnapshotServiceServer::new(
+            services::snapshot::Snapshots::new(cluster.clone()),
         ))
         .add_service(ApprovalServiceServer::new(
             services::approval::Approvals::new(

@@ -452,6 +452,7 @@ async fn reflection_lists_the_gatehouse_services_in_v1_and_v1alpha() {
         "gatehouse.v1.ApprovalService",
         "gatehouse.v1.ClusterService",
         "gatehouse.v1.GatewayService",
+        "gatehouse.v1.SnapshotService",
         "gatehouse.v1.RaftService",
         "grpc.health.v1.Health",
         "grpc.reflection.v1.ServerReflection",

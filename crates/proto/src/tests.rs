@@ -62,6 +62,7 @@ fn every_service_has_exactly_its_rpcs() {
             &["Status", "AddLearner", "Promote", "Remove", "Join"][..],
         ),
         ("GatewayService", &["CallTool", "GetCall"][..]),
+        ("SnapshotService", &["Save"][..]),
         (
             "RaftService",
             &["AppendEntries", "Vote", "InstallSnapshot", "Forward"][..],
@@ -83,7 +84,7 @@ fn every_service_has_exactly_its_rpcs() {
 }
 
 #[test]
-fn only_approval_watch_streams() {
+fn only_approval_watch_and_snapshot_save_stream() {
     let fds = descriptor_set();
     let streaming: Vec<String> = services(&fds)
         .values()
@@ -95,7 +96,10 @@ fn only_approval_watch_streams() {
                 .map(|method| format!("{}.{}", service.name(), method.name()))
         })
         .collect();
-    assert_eq!(streaming, ["ApprovalService.WatchPending"]);
+    assert_eq!(
+        streaming,
+        ["ApprovalService.WatchPending", "SnapshotService.Save"]
+    );
 
     let watch = services(&fds)["ApprovalService"]
         .method
@@ -103,6 +107,12 @@ fn only_approval_watch_streams() {
         .find(|method| method.name() == "WatchPending")
         .map(|method| (method.server_streaming(), method.client_streaming()));
     assert_eq!(watch, Some((true, false)));
+    let save = services(&fds)["SnapshotService"]
+        .method
+        .iter()
+        .find(|method| method.name() == "Save")
+        .map(|method| (method.server_streaming(), method.client_streaming()));
+    assert_eq!(save, Some((true, false)));
 }
 
 /// A request that takes a page size must take a page token, and its response must hand one back.

@@ -14,6 +14,7 @@ mod log_reader;
 mod log_store;
 mod open;
 mod recovery;
+mod restore;
 mod snapshot;
 mod state_machine;
 
@@ -21,6 +22,7 @@ pub use error::StoreError;
 pub use log_reader::LogReader;
 pub use log_store::LogStore;
 pub use open::open;
+pub use restore::{Restored, restore};
 pub use snapshot::SnapshotBuilder;
 pub use state_machine::{Applied, SharedRegistry, StateMachineStore};
 

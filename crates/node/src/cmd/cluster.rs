@@ -1,10 +1,16 @@
-//! `gatehouse cluster status|add-learner|promote|remove`.
+//! `gatehouse cluster status|add-learner|promote|remove|wait-caught-up`.
 
 use super::client::{self, explain};
 use crate::cli::{ClusterCommand, Output, Remote};
 use gatehouse_proto::v1 as pb;
 use serde_json::json;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// How often `wait-caught-up` asks for the cluster's status.
+const POLL_EVERY: Duration = Duration::from_millis(250);
+/// How often it reports progress that has not changed.
+const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<ExitCode> {
     let mut cluster = client::cluster(remote).await?;
@@ -17,6 +23,12 @@ pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<Exi
                 .into_inner();
             print_status(remote.output, &status);
             return Ok(ExitCode::SUCCESS);
+        }
+        ClusterCommand::WaitCaughtUp { node_id, timeout } => {
+            if !(timeout.is_finite() && timeout > 0.0) {
+                anyhow::bail!("--timeout takes a number of seconds above 0");
+            }
+            return wait_caught_up(&mut cluster, node_id, Duration::from_secs_f64(timeout)).await;
         }
         ClusterCommand::AddLearner { node_id, grpc } => {
             let r = cluster
@@ -100,5 +112,76 @@ fn print_status(output: Output, s: &pb::ClusterStatusResponse) {
                 );
             }
         }
+    }
+}
+
+/// Where a node stands against the leader's log: (entries it has, entries the leader has).
+fn position(status: &pb::ClusterStatusResponse, node: u64) -> Option<(u64, u64)> {
+    status
+        .nodes
+        .iter()
+        .find(|n| n.node_id == node)
+        .map(|n| (n.applied_index, n.applied_index + n.lag))
+}
+
+/// Polls the leader's view until `node` lags by nothing, printing `node N: X/Y entries` on
+/// stderr as it moves (and about once a second while it does not).
+async fn wait_caught_up(
+    cluster: &mut pb::cluster_service_client::ClusterServiceClient<client::Authed>,
+    node: u64,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let deadline = Instant::now() + timeout;
+    let mut last: Option<(Option<(u64, u64)>, Instant)> = None;
+    loop {
+        let status = cluster
+            .status(pb::ClusterStatusRequest {})
+            .await
+            .map_err(explain)?
+            .into_inner();
+        let now = position(&status, node);
+        if let Some((has, of)) = now
+            && has >= of
+        {
+            println!("node {node} caught up: {has}/{of} entries");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let report = last.is_none_or(|(seen, at)| seen != now || at.elapsed() >= REPORT_EVERY);
+        if report {
+            match now {
+                Some((has, of)) => eprintln!("node {node}: {has}/{of} entries"),
+                None => eprintln!("node {node}: not a member yet"),
+            }
+            last = Some((now, Instant::now()));
+        }
+        if Instant::now() >= deadline {
+            let at = now.map_or("not a member".to_owned(), |(has, of)| {
+                format!("at {has}/{of} entries")
+            });
+            anyhow::bail!(
+                "node {node} did not catch up within {timeout:?}: {at} (see `gatehouse cluster status` and the node's log)"
+            );
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_position_is_what_it_has_of_the_leaders_log() {
+        let status = pb::ClusterStatusResponse {
+            nodes: vec![pb::NodeStatus {
+                node_id: 8,
+                applied_index: 1200,
+                lag: 3800,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(position(&status, 8), Some((1200, 5000)));
+        assert_eq!(position(&status, 9), None);
     }
 }

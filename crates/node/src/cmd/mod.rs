@@ -11,6 +11,7 @@ pub mod keygen;
 pub mod resources;
 pub mod serve;
 pub mod skills;
+pub mod snapshot;
 pub mod validate;
 
 use std::future::Future;

@@ -7,4 +7,5 @@ pub(crate) mod convert;
 pub mod gateway;
 pub mod raft;
 pub mod registry;
+pub mod snapshot;
 pub mod status;

@@ -4,6 +4,7 @@
 mod calls;
 mod lookup;
 mod resources;
+mod restore;
 mod toolsets;
 
 pub use toolsets::ToolsetInfo;

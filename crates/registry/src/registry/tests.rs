@@ -1099,3 +1099,58 @@ spec:
         Some("idp-carol")
     );
 }
+
+#[test]
+fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
+    let mut h = Harness::new();
+    h.ok(Command::AdmitNode {
+        node: 1,
+        addr: "127.0.0.1:7001".into(),
+    });
+    h.ok(Command::Handover {
+        tenant: "acme".into(),
+        epoch: 1,
+        to: 2,
+    });
+    let pending = h.propose(None, r#"{"amount":5}"#, 1);
+    let before = h.registry.clone();
+    let mut restored = Registry::from_bytes(&before.to_bytes()).unwrap();
+    restored.for_new_cluster(7);
+
+    assert_eq!(restored.admitted_nodes().count(), 0);
+    assert!(!restored.node_admitted(1));
+    assert_eq!(
+        restored.placement("acme"),
+        Some(Placement {
+            home: 7,
+            epoch: 2,
+            moving_to: None
+        })
+    );
+    // Everything else is as it was: resources, keys, calls, the applied index.
+    assert_eq!(restored.applied_index(), before.applied_index());
+    assert_eq!(
+        restored
+            .list(Kind::Principal, None, None)
+            .collect::<Vec<_>>(),
+        before.list(Kind::Principal, None, None).collect::<Vec<_>>()
+    );
+    let alice = "0000000000000000000000000000000000000000000000000000000000000002";
+    assert_eq!(restored.principal_by_key(alice).map(|p| p.0), Some("alice"));
+    assert_eq!(restored.call(&pending), before.call(&pending));
+    assert_eq!(restored.unfinished_calls().count(), 1);
+
+    // The restored node may admit itself, and approve the pending call as before.
+    let mut h = Harness {
+        registry: restored,
+        index: h.index,
+        clock: h.clock,
+        next_request: h.next_request,
+    };
+    h.ok(Command::AdmitNode {
+        node: 7,
+        addr: "127.0.0.1:7007".into(),
+    });
+    h.approve(&pending, "alice").unwrap();
+    assert_eq!(h.state_of(&pending), CallState::Approved);
+}

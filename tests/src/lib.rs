@@ -173,6 +173,7 @@ impl TestCluster {
             mcp: Default::default(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             a2a: Default::default(),
+            tls: None,
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

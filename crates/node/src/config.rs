@@ -3,6 +3,7 @@
 //! that reports every problem at once.
 
 use crate::net::{OpenNetwork, SharedFilter};
+use crate::tls::NodeTls;
 use gatehouse_actors::ActorSettings;
 use serde::Deserialize;
 use std::fmt;
@@ -94,6 +95,25 @@ pub struct RawServeConfig {
     /// Default: the node's gRPC address.
     #[arg(long)]
     pub a2a_grpc_url: Option<String>,
+    /// PEM certificate chain of this node. With `tls-key` (and `tls-ca`), the gRPC and the HTTP
+    /// listener serve TLS only, and this node reaches its peers over TLS. Its subject alternative
+    /// names must cover the address peers and clients use (the IP or name in `grpc`/`join`).
+    #[arg(long, value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls-cert`.
+    #[arg(long, value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM certificate(s) of the CA this node trusts for its peers' certificates (required with
+    /// `tls-cert`; give the system bundle if the nodes' certificates come from a public CA).
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// Mutual TLS between nodes (needs `tls-cert`, `tls-key`, `tls-ca`): this node presents its
+    /// certificate when it calls a peer, and refuses Raft RPCs, forwarded writes and joins that
+    /// come over a connection without a client certificate from `tls-ca`. Other clients (CLI,
+    /// approvers, MCP and A2A) still connect without one.
+    #[arg(long)]
+    #[serde(default)]
+    pub peer_mtls: bool,
     /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
     #[arg(skip)]
     #[serde(default)]
@@ -223,12 +243,13 @@ impl JwtIssuerConfig {
 /// `GATEHOUSE_MCP_ALLOWED_ORIGINS=https://a.example,https://b.example`).
 pub const ENV_PREFIX: &str = "GATEHOUSE_";
 
-/// `GATEHOUSE_*` variables that are not settings of the file: the command-line client's address
-/// and key (a joining node's key is `--token`'s), the file's own path (`--config`), and the test
-/// tooling's Python environment.
-pub const NOT_SERVER_SETTINGS: [&str; 4] = [
+/// `GATEHOUSE_*` variables that are not settings of the file: the command-line client's address,
+/// key (a joining node's key is `--token`'s) and CA, the file's own path (`--config`), and the
+/// test tooling's Python environment.
+pub const NOT_SERVER_SETTINGS: [&str; 5] = [
     "GATEHOUSE_ADDR",
     "GATEHOUSE_TOKEN",
+    "GATEHOUSE_CA",
     "GATEHOUSE_CONFIG",
     "GATEHOUSE_VENV",
 ];
@@ -309,6 +330,10 @@ impl RawServeConfig {
             ready_max_lag: self.ready_max_lag.or(file.ready_max_lag),
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
             a2a_grpc_url: self.a2a_grpc_url.or(file.a2a_grpc_url),
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
+            tls_ca: self.tls_ca.or(file.tls_ca),
+            peer_mtls: self.peer_mtls || file.peer_mtls,
             jwt: if self.jwt.is_empty() {
                 file.jwt
             } else {
@@ -495,6 +520,15 @@ impl RawServeConfig {
                 "a2a-grpc-url: {addr:?} must be host:port, as A2A cards give gRPC addresses"
             ));
         }
+        let tls = tls_settings(
+            TlsFiles {
+                cert: self.tls_cert,
+                key: self.tls_key,
+                ca: self.tls_ca,
+                peer_mtls: self.peer_mtls,
+            },
+            &mut problems,
+        );
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -510,8 +544,57 @@ impl RawServeConfig {
             mcp,
             ready_max_lag: self.ready_max_lag.unwrap_or(DEFAULT_READY_MAX_LAG),
             a2a,
+            tls,
             filter: Arc::new(OpenNetwork),
         })
+    }
+}
+
+/// The TLS settings as given.
+struct TlsFiles {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    peer_mtls: bool,
+}
+
+/// The node's TLS material when TLS is configured, its files read and checked; every problem
+/// goes to `problems`.
+fn tls_settings(files: TlsFiles, problems: &mut Vec<String>) -> Option<NodeTls> {
+    let TlsFiles {
+        cert,
+        key,
+        ca,
+        peer_mtls,
+    } = files;
+    if peer_mtls && (cert.is_none() || key.is_none() || ca.is_none()) {
+        problems.push("peer-mtls: needs tls-cert, tls-key and tls-ca".to_owned());
+    }
+    match (cert, key, ca) {
+        (None, None, None) => None,
+        (None, None, Some(_)) => {
+            problems.push("tls-ca: only with tls-cert and tls-key".to_owned());
+            None
+        }
+        (Some(cert), Some(key), Some(ca)) => match NodeTls::load(&cert, &key, &ca, peer_mtls) {
+            Ok(tls) => Some(tls),
+            Err(found) => {
+                problems.extend(found);
+                None
+            }
+        },
+        (Some(_), Some(_), None) => {
+            problems.push(
+                "tls-ca: required with tls-cert: the CA that signed the other nodes' \
+                 certificates, which this node verifies them against"
+                    .to_owned(),
+            );
+            None
+        }
+        (Some(_), None, _) | (None, Some(_), _) => {
+            problems.push("tls-cert and tls-key: give both or neither".to_owned());
+            None
+        }
     }
 }
 
@@ -689,6 +772,8 @@ pub struct ServeConfig {
     pub ready_max_lag: u64,
     /// Where A2A peers reach this node, when not where it listens.
     pub a2a: A2aAdvertised,
+    /// TLS on both listeners and towards peers, when configured.
+    pub tls: Option<NodeTls>,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -707,6 +792,7 @@ impl fmt::Debug for ServeConfig {
             .field("mcp", &self.mcp)
             .field("ready_max_lag", &self.ready_max_lag)
             .field("a2a", &self.a2a)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }

@@ -28,3 +28,4 @@ pub mod readiness;
 pub mod server;
 pub mod services;
 pub mod time;
+pub mod tls;

@@ -8,12 +8,13 @@ use crate::executor::NodeExecutor;
 use crate::feed::CallFeed;
 use crate::grpc_health::GrpcHealth;
 use crate::metrics::{Metrics, NodeSources};
-use crate::net::{NetworkFactory, Peers};
+use crate::net::{NetworkFactory, PeerTransport, Peers, is_tls_refusal};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
 use crate::pipeline::audit::Audited;
 use crate::readiness::Readiness;
 use crate::services;
+use crate::tls::{NodeTls, TlsListener};
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
@@ -154,7 +155,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 
     let secret = files.peer_secret()?;
     let joined = secret.is_some();
-    let peers = Peers::new(secret);
+    let peers = Peers::new(secret, PeerTransport::new(config.tls.as_ref()));
     let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
     let registry = state_machine.registry();
     let applied = state_machine.applied_watch();
@@ -226,6 +227,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 .unwrap_or_else(|| identity.grpc.to_string()),
             http_addr: identity.http.to_string(),
             public_url: config.a2a.public_url.clone(),
+            https: config.tls.is_some(),
         },
         mcp_stop.clone(),
     );
@@ -256,9 +258,10 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 a2a,
                 mcp_stop.clone(),
             ),
+            config.tls.as_ref().map(NodeTls::http_server),
             mcp_stop,
             stopped.clone(),
-        ),
+        )?,
         crate::discovery::spawn_discovery(
             cluster.clone(),
             discovery_events,
@@ -318,7 +321,13 @@ where
     H: tonic_health::pb::health_server::Health,
 {
     let reachable_window = (config.raft.election_max * 3).max(Duration::from_secs(1));
-    let router = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        server = server
+            .tls_config(tls.grpc_server())
+            .context("the gRPC listener's TLS configuration")?;
+    }
+    let router = server
         .add_service(
             RaftServiceServer::new(services::raft::RaftRpc::new(
                 cluster.raft.clone(),
@@ -369,19 +378,20 @@ where
     }))
 }
 
-/// Serves `router`; on stop, ends the MCP front's sessions first (their event streams would
-/// otherwise hold the graceful shutdown open).
+/// Serves `router`, over TLS only when `tls` is given; on stop, ends the MCP front's sessions
+/// first (their event streams would otherwise hold the graceful shutdown open).
 fn serve_http(
     listener: TcpListener,
     router: axum::Router,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     mcp_stop: CancellationToken,
     mut stopped: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-            mcp_stop.cancel();
-        };
+) -> anyhow::Result<JoinHandle<()>> {
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+        mcp_stop.cancel();
+    };
+    let Some(config) = tls else {
         // An answer streamed as SSE is several small writes: without NODELAY each waits for the
         // client's delayed ACK (40 ms).
         let listener = listener.tap_io(|tcp| {
@@ -389,13 +399,21 @@ fn serve_http(
                 tracing::warn!(error = %e, "TCP_NODELAY not set on an HTTP connection");
             }
         });
-        if let Err(e) = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %e, "HTTP listener failed");
+        return Ok(tokio::spawn(async move {
+            let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+            if let Err(e) = served.await {
+                tracing::error!(error = %e, "HTTP listener failed");
+            }
+        }));
+    };
+    // The TLS listener sets NODELAY itself.
+    let listener = TlsListener::new(listener, config).context("the HTTPS listener")?;
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+        if let Err(e) = served.await {
+            tracing::error!(error = %e, "HTTPS listener failed");
         }
-    })
+    }))
 }
 
 /// Makes a one-node cluster: this node the only voter, a peer secret, and an admin principal
@@ -476,10 +494,7 @@ async fn join(
             }
         };
         let attempt = async {
-            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-                .connect_timeout(Duration::from_secs(2))
-                .connect()
-                .await?;
+            let channel = cluster.peers.endpoint(addr)?.connect().await?;
             let mut client = ClusterServiceClient::new(channel);
             let mut request = tonic::Request::new(pb::JoinRequest {
                 node_id: cluster.id,
@@ -498,11 +513,19 @@ async fn join(
                 return Ok(());
             }
             Err(e) => {
-                // A refusal (a reused id, a wrong key) is final; unavailability is worth a retry.
-                let fatal = e
+                // A refusal (a reused id, a wrong key, a certificate the member does not trust or
+                // that this node does not) is final; unavailability is worth a retry.
+                let refused = e
                     .downcast_ref::<tonic::Status>()
                     .is_some_and(|s| s.code() != tonic::Code::Unavailable);
-                if fatal || tokio::time::Instant::now() > deadline {
+                if is_tls_refusal(e.as_ref()) {
+                    return Err(e.context(format!(
+                        "joining through {addr}: the TLS handshake failed (is this node's \
+                         certificate from the cluster's CA, and does tls-ca hold the CA of the \
+                         member's?)"
+                    )));
+                }
+                if refused || tokio::time::Instant::now() > deadline {
                     return Err(e.context(format!("joining through {addr}")));
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;

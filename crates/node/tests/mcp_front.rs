@@ -78,6 +78,7 @@ impl Fixture {
             jwt: Vec::new(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             a2a: Default::default(),
+            tls: None,
             filter: Arc::new(OpenNetwork),
         };
         let node = server::start(config).await.unwrap();

@@ -53,6 +53,7 @@ async fn start() -> (NodeHandle, tempfile::TempDir) {
         jwt: Vec::new(),
         ready_max_lag: DEFAULT_READY_MAX_LAG,
         a2a: Default::default(),
+        tls: None,
         filter: Arc::new(OpenNetwork),
     };
     let node = server::start(config).await.unwrap();

@@ -1,0 +1,222 @@
+//! Transport security: the node's certificate, key and CA, read and checked once when the
+//! configuration is validated, and what the listeners and the peer clients build from them.
+//! Client certificates are asked for but never required at the handshake (peers present theirs,
+//! CLI users, approvers and MCP/A2A clients have none); under `peer-mtls` the RPCs only peers
+//! make check for one each time ([`require_client_certificate`]).
+
+mod listener;
+
+pub use listener::TlsListener;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+
+/// How long a client has to finish its TLS handshake before the connection is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One PEM file as read: where it came from and its bytes.
+#[derive(Clone)]
+struct Pem {
+    path: PathBuf,
+    bytes: Vec<u8>,
+}
+
+/// The node's TLS material: `tls-cert`, `tls-key` and `tls-ca`, each read and parsed, with the
+/// key checked against the certificate.
+#[derive(Clone)]
+pub struct NodeTls {
+    cert: Pem,
+    key: Pem,
+    ca: Pem,
+    /// Peers present their certificate as a client certificate, and refuse peer RPCs that come
+    /// without one.
+    pub peer_mtls: bool,
+    /// The HTTP listener's server configuration.
+    http: Arc<rustls::ServerConfig>,
+}
+
+// The key's bytes never reach a log line.
+impl fmt::Debug for NodeTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeTls")
+            .field("cert", &self.cert.path)
+            .field("key", &self.key.path)
+            .field("ca", &self.ca.path)
+            .field("peer_mtls", &self.peer_mtls)
+            .finish()
+    }
+}
+
+impl NodeTls {
+    /// Reads and checks the three files. Every problem is returned, each naming its setting and
+    /// file: unreadable, no PEM certificate or key in it, or a key that does not belong to the
+    /// certificate.
+    pub fn load(cert: &Path, key: &Path, ca: &Path, peer_mtls: bool) -> Result<Self, Vec<String>> {
+        install_crypto_provider();
+        let mut problems = Vec::new();
+        let chain = read("tls-cert", cert, &mut problems).and_then(|pem| {
+            let certs = certificates("tls-cert", &pem, &mut problems)?;
+            Some((pem, certs))
+        });
+        let private = read("tls-key", key, &mut problems).and_then(|pem| {
+            match PrivateKeyDer::from_pem_slice(&pem.bytes) {
+                Ok(der) => Some((pem, der)),
+                Err(e) => {
+                    problems.push(format!(
+                        "tls-key: {} holds no PEM private key ({e})",
+                        key.display()
+                    ));
+                    None
+                }
+            }
+        });
+        let ca = read("tls-ca", ca, &mut problems).and_then(|pem| {
+            certificates("tls-ca", &pem, &mut problems)?;
+            Some(pem)
+        });
+        let (Some((cert, chain)), Some((key, der)), Some(ca)) = (chain, private, ca) else {
+            return Err(problems);
+        };
+        let http = http_server_config(chain, der).map_err(|e| {
+            vec![format!(
+                "tls-cert and tls-key: {} and {} do not make a server identity: {e}",
+                cert.path.display(),
+                key.path.display()
+            )]
+        })?;
+        Ok(NodeTls {
+            cert,
+            key,
+            ca,
+            peer_mtls,
+            http,
+        })
+    }
+
+    /// The gRPC listener's TLS: this node's identity; under `peer-mtls`, client certificates
+    /// verified against `tls-ca` when presented, and not required.
+    pub fn grpc_server(&self) -> ServerTlsConfig {
+        let config = ServerTlsConfig::new()
+            .identity(self.identity())
+            .timeout(HANDSHAKE_TIMEOUT);
+        if self.peer_mtls {
+            config
+                .client_ca_root(Certificate::from_pem(&self.ca.bytes))
+                .client_auth_optional(true)
+        } else {
+            config
+        }
+    }
+
+    /// The HTTP listener's rustls configuration (HTTP/1.1, no client certificates).
+    pub fn http_server(&self) -> Arc<rustls::ServerConfig> {
+        self.http.clone()
+    }
+
+    /// How this node reaches its peers: trusting `tls-ca`, and presenting its own certificate
+    /// under `peer-mtls`.
+    pub fn peer_client(&self) -> ClientTlsConfig {
+        let config = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.ca.bytes))
+            .timeout(HANDSHAKE_TIMEOUT);
+        if self.peer_mtls {
+            config.identity(self.identity())
+        } else {
+            config
+        }
+    }
+
+    fn identity(&self) -> Identity {
+        Identity::from_pem(&self.cert.bytes, &self.key.bytes)
+    }
+}
+
+/// Refuses a request whose connection presented no client certificate. The handshake has
+/// already verified any certificate that was presented against `tls-ca`, so having one is
+/// enough.
+pub fn require_client_certificate<T>(request: &tonic::Request<T>) -> Result<(), tonic::Status> {
+    match request.peer_certs() {
+        Some(chain) if !chain.is_empty() => Ok(()),
+        _ => Err(tonic::Status::unauthenticated(
+            "peer-mtls: this RPC needs a client certificate signed by the cluster's CA",
+        )),
+    }
+}
+
+/// Makes ring the process's rustls provider, for the parts (tonic's server) that ask for the
+/// default. Installing it twice is harmless.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The CA certificates in the PEM file at `path`, for a client that trusts them (the CLI's
+/// `--ca`).
+pub fn read_ca(path: &Path) -> anyhow::Result<Certificate> {
+    let mut problems = Vec::new();
+    let pem = read("ca", path, &mut problems)
+        .and_then(|pem| certificates("ca", &pem, &mut problems).map(|_| pem));
+    match pem {
+        Some(pem) => Ok(Certificate::from_pem(pem.bytes)),
+        None => anyhow::bail!("{}", problems.join("; ")),
+    }
+}
+
+fn read(setting: &str, path: &Path, problems: &mut Vec<String>) -> Option<Pem> {
+    match std::fs::read(path) {
+        Ok(bytes) => Some(Pem {
+            path: path.to_owned(),
+            bytes,
+        }),
+        Err(e) => {
+            problems.push(format!("{setting}: reading {}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// The certificates in `pem`, or a problem when there is none or one does not parse.
+fn certificates(
+    setting: &str,
+    pem: &Pem,
+    problems: &mut Vec<String>,
+) -> Option<Vec<CertificateDer<'static>>> {
+    let parsed: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&pem.bytes).collect();
+    match parsed {
+        Ok(certs) if !certs.is_empty() => Some(certs),
+        Ok(_) => {
+            problems.push(format!(
+                "{setting}: {} holds no PEM certificate",
+                pem.path.display()
+            ));
+            None
+        }
+        Err(e) => {
+            problems.push(format!(
+                "{setting}: {} is not valid PEM: {e}",
+                pem.path.display()
+            ));
+            None
+        }
+    }
+}
+
+/// A server configuration for HTTP/1.1 with this chain and key; building it checks that the key
+/// belongs to the certificate.
+fn http_server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}

@@ -14,7 +14,7 @@ use crate::pipeline::Pipeline;
 use crate::pipeline::audit::Audited;
 use crate::readiness::Readiness;
 use crate::services;
-use crate::tls::{NodeTls, TlsListener};
+use crate::tls::{NodeTls, Plaintext, TlsListener};
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
@@ -321,13 +321,7 @@ where
     H: tonic_health::pb::health_server::Health,
 {
     let reachable_window = (config.raft.election_max * 3).max(Duration::from_secs(1));
-    let mut server = tonic::transport::Server::builder();
-    if let Some(tls) = &config.tls {
-        server = server
-            .tls_config(tls.grpc_server())
-            .context("the gRPC listener's TLS configuration")?;
-    }
-    let router = server
+    let router = tonic::transport::Server::builder()
         .add_service(
             RaftServiceServer::new(services::raft::RaftRpc::new(
                 cluster.raft.clone(),
@@ -361,19 +355,27 @@ where
         .add_service(health)
         .add_service(crate::grpc_health::reflection_v1()?)
         .add_service(crate::grpc_health::reflection_v1alpha()?);
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    // Small RPCs (votes, acks, one-resource writes) must not wait for Nagle: both incoming
+    // streams set NODELAY.
+    let Some(tls) = &config.tls else {
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        return Ok(tokio::spawn(async move {
+            let served = router.serve_with_incoming_shutdown(incoming, shutdown);
+            if let Err(e) = served.await {
+                tracing::error!(error = %e, "gRPC listener failed");
+            }
+        }));
+    };
+    let incoming = TlsListener::new(listener, tls.grpc_server(), Plaintext::Grpc)
+        .context("the gRPC listener's TLS")?;
     Ok(tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        };
-        if let Err(e) = router
-            // Small RPCs (votes, acks, one-resource writes) must not wait for Nagle.
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                shutdown,
-            )
-            .await
-        {
-            tracing::error!(error = %e, "gRPC listener failed");
+        let served = router.serve_with_incoming_shutdown(incoming, shutdown);
+        if let Err(e) = served.await {
+            tracing::error!(error = %e, "gRPC listener (TLS) failed");
         }
     }))
 }
@@ -407,7 +409,8 @@ fn serve_http(
         }));
     };
     // The TLS listener sets NODELAY itself.
-    let listener = TlsListener::new(listener, config).context("the HTTPS listener")?;
+    let listener =
+        TlsListener::new(listener, config, Plaintext::Http).context("the HTTPS listener")?;
     Ok(tokio::spawn(async move {
         let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
         if let Err(e) = served.await {

@@ -59,9 +59,21 @@ impl PeerTransport {
 /// Whether `error` (or one of its causes) is a TLS failure: a certificate the other side did
 /// not accept, or one this side did not. Retrying does not help.
 pub fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
+    // A refusal that arrives as an alert after the handshake (TLS 1.3 checks the client's
+    // certificate last) reaches tonic through h2, which keeps only the text of the I/O error:
+    // rustls's own wording is what is left to recognise.
+    const RUSTLS_REFUSALS: [&str; 3] = [
+        "received fatal alert",
+        "invalid peer certificate",
+        "peer sent no certificates",
+    ];
     let mut cause = Some(error);
     while let Some(e) = cause {
         if e.is::<tokio_rustls::rustls::Error>() {
+            return true;
+        }
+        let text = e.to_string();
+        if RUSTLS_REFUSALS.iter().any(|r| text.contains(r)) {
             return true;
         }
         // An I/O error's `source` skips the error it wraps, which is where rustls puts its own.
@@ -73,4 +85,28 @@ pub fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
         cause = e.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn certificate_refusals_are_told_from_other_failures() {
+        let alert = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            tokio_rustls::rustls::Error::AlertReceived(
+                tokio_rustls::rustls::AlertDescription::UnknownCA,
+            ),
+        );
+        assert!(is_tls_refusal(&alert));
+        // As h2 passes it on: only the text is left.
+        let text = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "received fatal alert: UnknownCA",
+        );
+        assert!(is_tls_refusal(&text));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!is_tls_refusal(&refused));
+    }
 }

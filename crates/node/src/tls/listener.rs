@@ -1,15 +1,17 @@
-//! The HTTP listener under TLS, as an axum [`Listener`]: TCP connections are accepted and each
-//! handshake runs in its own task, so a slow or silent client delays only itself; axum is handed
-//! finished TLS streams. A client that speaks plain HTTP is answered `400` in plain text saying
-//! that the node serves HTTPS only.
+//! A listener under TLS, for both of the node's: TCP connections are accepted and each handshake
+//! runs in its own task, so a slow or silent client delays only itself; axum (as a
+//! [`Listener`]) and tonic (as a [`Stream`]) are handed finished TLS streams. A client that
+//! skips TLS is told, in its own protocol, that the node requires it.
 
 use super::HANDSHAKE_TIMEOUT;
 use axum::serve::Listener;
+use futures::Stream;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -23,12 +25,14 @@ const MAX_HANDSHAKES: usize = 256;
 /// The first byte of every TLS connection: the type of a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
-/// What a plain HTTP request gets.
-const PLAINTEXT_ANSWER: &str = "HTTP/1.1 400 Bad Request\r\n\
-    content-type: text/plain; charset=utf-8\r\n\
-    connection: close\r\n\
-    content-length: 58\r\n\r\n\
-    this node serves HTTPS only: use https:// and its CA cert\n";
+/// The protocol a client that skips TLS speaks, and is answered in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plaintext {
+    /// HTTP/1.1: `400` with a line of text.
+    Http,
+    /// gRPC over HTTP/2: every call ends `UNAVAILABLE` with a message.
+    Grpc,
+}
 
 /// Accepted, handshaken connections, ready for axum.
 #[derive(Debug)]
@@ -38,13 +42,30 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Starts accepting on `listener` with TCP_NODELAY set on every connection. Accepting, and
-    /// every handshake still running, stop when this listener is dropped.
-    pub fn new(listener: TcpListener, config: Arc<ServerConfig>) -> io::Result<Self> {
+    /// Starts accepting on `listener` with TCP_NODELAY set on every connection; a client that
+    /// skips TLS is answered in `plaintext`. Accepting, and every handshake still running, stop
+    /// when this listener is dropped.
+    pub fn new(
+        listener: TcpListener,
+        config: Arc<ServerConfig>,
+        plaintext: Plaintext,
+    ) -> io::Result<Self> {
         let local = listener.local_addr()?;
         let (handshaken, ready) = mpsc::channel(16);
-        tokio::spawn(accept(listener, TlsAcceptor::from(config), handshaken));
+        let acceptor = TlsAcceptor::from(config);
+        tokio::spawn(accept(listener, acceptor, plaintext, handshaken));
         Ok(TlsListener { ready, local })
+    }
+}
+
+/// tonic's view: a stream of connections that never fails (failed handshakes are left out).
+impl Stream for TlsListener {
+    type Item = io::Result<TlsStream<TcpStream>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.ready
+            .poll_recv(cx)
+            .map(|ready| ready.map(|(stream, _)| Ok(stream)))
     }
 }
 
@@ -70,6 +91,7 @@ impl Listener for TlsListener {
 async fn accept(
     listener: TcpListener,
     acceptor: TlsAcceptor,
+    plaintext: Plaintext,
     handshaken: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
 ) {
     let mut handshakes = JoinSet::new();
@@ -101,7 +123,8 @@ async fn accept(
         let acceptor = acceptor.clone();
         let handshaken = handshaken.clone();
         handshakes.spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&acceptor, tcp)).await {
+            let handshake = handshake(&acceptor, plaintext, tcp);
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                 Ok(Ok(Some(stream))) => {
                     let _ = handshaken.send((stream, peer)).await;
                 }
@@ -113,9 +136,10 @@ async fn accept(
     }
 }
 
-/// The TLS stream, or `None` when the client closed at once or spoke plain HTTP (and was told).
+/// The TLS stream, or `None` when the client closed at once or skipped TLS (and was told).
 async fn handshake(
     acceptor: &TlsAcceptor,
+    plaintext: Plaintext,
     tcp: TcpStream,
 ) -> io::Result<Option<TlsStream<TcpStream>>> {
     let mut first = [0u8; 1];
@@ -123,30 +147,11 @@ async fn handshake(
         return Ok(None);
     }
     if first[0] != TLS_HANDSHAKE_RECORD {
-        refuse_plaintext(tcp).await?;
+        match plaintext {
+            Plaintext::Http => super::plaintext::refuse_http(tcp).await?,
+            Plaintext::Grpc => super::plaintext::refuse_grpc(tcp).await?,
+        }
         return Ok(None);
     }
     acceptor.accept(tcp).await.map(Some)
-}
-
-/// Reads the plain request's first bytes, answers 400, and waits for the client to close, so
-/// that unread request bytes do not turn the close into a reset that loses the answer.
-async fn refuse_plaintext(mut tcp: TcpStream) -> io::Result<()> {
-    let mut discard = [0u8; 8192];
-    let _ = tcp.read(&mut discard).await?;
-    tcp.write_all(PLAINTEXT_ANSWER.as_bytes()).await?;
-    tcp.shutdown().await?;
-    while tcp.read(&mut discard).await? > 0 {}
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_plaintext_answer_declares_its_body_length() {
-        let (head, body) = PLAINTEXT_ANSWER.split_once("\r\n\r\n").unwrap();
-        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
-    }
 }

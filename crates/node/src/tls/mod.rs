@@ -1,12 +1,13 @@
 //! Transport security: the node's certificate, key and CA, read and checked once when the
 //! configuration is validated, and what the listeners and the peer clients build from them.
-//! Client certificates are asked for but never required at the handshake (peers present theirs,
-//! CLI users, approvers and MCP/A2A clients have none); under `peer-mtls` the RPCs only peers
-//! make check for one each time ([`require_client_certificate`]).
+//! Under `peer-mtls` the gRPC listener asks for a client certificate but never requires one at
+//! the handshake (peers present theirs; CLI users, approvers and MCP/A2A clients have none); the
+//! RPCs only peers make check for one each time ([`require_client_certificate`]).
 
 mod listener;
+mod plaintext;
 
-pub use listener::TlsListener;
+pub use listener::{Plaintext, TlsListener};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,8 @@ use std::time::Duration;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// How long a client has to finish its TLS handshake before the connection is dropped.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -39,6 +41,8 @@ pub struct NodeTls {
     pub peer_mtls: bool,
     /// The HTTP listener's server configuration.
     http: Arc<rustls::ServerConfig>,
+    /// The gRPC listener's.
+    grpc: Arc<rustls::ServerConfig>,
 }
 
 // The key's bytes never reach a log line.
@@ -77,41 +81,37 @@ impl NodeTls {
             }
         });
         let ca = read("tls-ca", ca, &mut problems).and_then(|pem| {
-            certificates("tls-ca", &pem, &mut problems)?;
-            Some(pem)
+            let certs = certificates("tls-ca", &pem, &mut problems)?;
+            Some((trust_anchors("tls-ca", &pem, certs, &mut problems)?, pem))
         });
-        let (Some((cert, chain)), Some((key, der)), Some(ca)) = (chain, private, ca) else {
+        let (Some((cert, chain)), Some((key, der)), Some((roots, ca))) = (chain, private, ca) else {
             return Err(problems);
         };
-        let http = http_server_config(chain, der).map_err(|e| {
+        let identity_problem = |e: rustls::Error| {
             vec![format!(
                 "tls-cert and tls-key: {} and {} do not make a server identity: {e}",
                 cert.path.display(),
                 key.path.display()
             )]
-        })?;
+        };
+        let http = server_config(chain.clone(), der.clone_key(), None, b"http/1.1")
+            .map_err(identity_problem)?;
+        let client_roots = peer_mtls.then_some(Arc::new(roots));
+        let grpc = server_config(chain, der, client_roots, b"h2").map_err(identity_problem)?;
         Ok(NodeTls {
             cert,
             key,
             ca,
             peer_mtls,
             http,
+            grpc,
         })
     }
 
-    /// The gRPC listener's TLS: this node's identity; under `peer-mtls`, client certificates
-    /// verified against `tls-ca` when presented, and not required.
-    pub fn grpc_server(&self) -> ServerTlsConfig {
-        let config = ServerTlsConfig::new()
-            .identity(self.identity())
-            .timeout(HANDSHAKE_TIMEOUT);
-        if self.peer_mtls {
-            config
-                .client_ca_root(Certificate::from_pem(&self.ca.bytes))
-                .client_auth_optional(true)
-        } else {
-            config
-        }
+    /// The gRPC listener's rustls configuration (HTTP/2); under `peer-mtls` a client
+    /// certificate is verified against `tls-ca` when presented, and not required.
+    pub fn grpc_server(&self) -> Arc<rustls::ServerConfig> {
+        self.grpc.clone()
     }
 
     /// The HTTP listener's rustls configuration (HTTP/1.1, no client certificates).
@@ -206,17 +206,49 @@ fn certificates(
     }
 }
 
-/// A server configuration for HTTP/1.1 with this chain and key; building it checks that the key
-/// belongs to the certificate.
-fn http_server_config(
+/// `certs` as trust anchors, or a problem when one cannot be.
+fn trust_anchors(
+    setting: &str,
+    pem: &Pem,
+    certs: Vec<CertificateDer<'static>>,
+    problems: &mut Vec<String>,
+) -> Option<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        if let Err(e) = roots.add(cert) {
+            problems.push(format!(
+                "{setting}: {} holds a certificate that cannot be a trust anchor: {e}",
+                pem.path.display()
+            ));
+            return None;
+        }
+    }
+    Some(roots)
+}
+
+/// A server configuration with this chain and key for one protocol (its ALPN name), asking for
+/// an optional client certificate from `client_roots` when given. Building it checks that the
+/// key belongs to the certificate.
+fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    client_roots: Option<Arc<rustls::RootCertStore>>,
+    alpn: &[u8],
 ) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let builder = match client_roots {
+        None => builder.with_no_client_auth(),
+        Some(roots) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| rustls::Error::General(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
 }

@@ -125,7 +125,12 @@ fn a_tls_cluster_forms_replicates_and_refuses_plaintext() {
     let mut nodes = vec![first];
     for id in [2, 3] {
         let join_args = args(id, &["--join", &nodes[0].grpc]);
-        nodes.push(serve(id as u64, dir.path(), &as_strs(&join_args), Some(&token)));
+        nodes.push(serve(
+            id as u64,
+            dir.path(),
+            &as_strs(&join_args),
+            Some(&token),
+        ));
     }
     for id in [2u64, 3] {
         status_until(&nodes[0], &token, &ca.cert, |s| {

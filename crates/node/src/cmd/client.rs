@@ -4,10 +4,10 @@ use crate::cli::Remote;
 use anyhow::Context;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
+use std::path::Path;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use std::path::Path;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
@@ -109,8 +109,14 @@ mod tests {
 
     #[test]
     fn an_address_with_a_ca_is_tls_and_mixed_signals_are_refused() {
-        assert_eq!(target("10.0.0.1:7401", false).unwrap(), "http://10.0.0.1:7401");
-        assert_eq!(target("10.0.0.1:7401", true).unwrap(), "https://10.0.0.1:7401");
+        assert_eq!(
+            target("10.0.0.1:7401", false).unwrap(),
+            "http://10.0.0.1:7401"
+        );
+        assert_eq!(
+            target("10.0.0.1:7401", true).unwrap(),
+            "https://10.0.0.1:7401"
+        );
         assert_eq!(target("https://gh:7401", true).unwrap(), "https://gh:7401");
         assert_eq!(target("http://gh:7401", false).unwrap(), "http://gh:7401");
         let no_ca = target("https://gh:7401", false).unwrap_err().to_string();

@@ -42,15 +42,15 @@ impl PeerTransport {
                 Endpoint::from_shared(format!("https://{addr}"))?.tls_config(client.clone())?
             }
         };
-        Ok(endpoint
-            .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true))
+        Ok(endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true))
     }
 
     /// Refuses a peer RPC that came without a client certificate, under `peer-mtls`.
     pub fn check_client<T>(&self, request: &tonic::Request<T>) -> Result<(), tonic::Status> {
         match self {
-            PeerTransport::Tls { mtls: true, .. } => crate::tls::require_client_certificate(request),
+            PeerTransport::Tls { mtls: true, .. } => {
+                crate::tls::require_client_certificate(request)
+            }
             PeerTransport::Plain | PeerTransport::Tls { mtls: false, .. } => Ok(()),
         }
     }
@@ -77,7 +77,9 @@ pub fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
             return true;
         }
         // An I/O error's `source` skips the error it wraps, which is where rustls puts its own.
-        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref())
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
             && inner.is::<tokio_rustls::rustls::Error>()
         {
             return true;

@@ -68,23 +68,25 @@ impl NodeTls {
             let certs = certificates("tls-cert", &pem, &mut problems)?;
             Some((pem, certs))
         });
-        let private = read("tls-key", key, &mut problems).and_then(|pem| {
-            match PrivateKeyDer::from_pem_slice(&pem.bytes) {
-                Ok(der) => Some((pem, der)),
-                Err(e) => {
-                    problems.push(format!(
-                        "tls-key: {} holds no PEM private key ({e})",
-                        key.display()
-                    ));
-                    None
-                }
-            }
-        });
+        let private =
+            read("tls-key", key, &mut problems).and_then(
+                |pem| match PrivateKeyDer::from_pem_slice(&pem.bytes) {
+                    Ok(der) => Some((pem, der)),
+                    Err(e) => {
+                        problems.push(format!(
+                            "tls-key: {} holds no PEM private key ({e})",
+                            key.display()
+                        ));
+                        None
+                    }
+                },
+            );
         let ca = read("tls-ca", ca, &mut problems).and_then(|pem| {
             let certs = certificates("tls-ca", &pem, &mut problems)?;
             Some((trust_anchors("tls-ca", &pem, certs, &mut problems)?, pem))
         });
-        let (Some((cert, chain)), Some((key, der)), Some((roots, ca))) = (chain, private, ca) else {
+        let (Some((cert, chain)), Some((key, der)), Some((roots, ca))) = (chain, private, ca)
+        else {
             return Err(problems);
         };
         let identity_problem = |e: rustls::Error| {

@@ -56,13 +56,18 @@ mod tests {
     #[test]
     fn the_http_answer_declares_its_body_length() {
         let (head, body) = HTTP_ANSWER.split_once("\r\n\r\n").unwrap();
-        assert!(head.contains(&format!("content-length: {}", body.len())), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
     }
 
     #[test]
     fn the_grpc_message_needs_no_percent_encoding() {
         assert!(
-            GRPC_MESSAGE.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b'%'),
+            GRPC_MESSAGE
+                .bytes()
+                .all(|b| (0x20..=0x7e).contains(&b) && b != b'%'),
             "{GRPC_MESSAGE}"
         );
     }

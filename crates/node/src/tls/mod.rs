@@ -62,25 +62,15 @@ impl NodeTls {
     /// file: unreadable, no PEM certificate or key in it, or a key that does not belong to the
     /// certificate.
     pub fn load(cert: &Path, key: &Path, ca: &Path, peer_mtls: bool) -> Result<Self, Vec<String>> {
-        install_crypto_provider();
         let mut problems = Vec::new();
         let chain = read("tls-cert", cert, &mut problems).and_then(|pem| {
             let certs = certificates("tls-cert", &pem, &mut problems)?;
             Some((pem, certs))
         });
-        let private =
-            read("tls-key", key, &mut problems).and_then(
-                |pem| match PrivateKeyDer::from_pem_slice(&pem.bytes) {
-                    Ok(der) => Some((pem, der)),
-                    Err(e) => {
-                        problems.push(format!(
-                            "tls-key: {} holds no PEM private key ({e})",
-                            key.display()
-                        ));
-                        None
-                    }
-                },
-            );
+        let private = read("tls-key", key, &mut problems).and_then(|pem| {
+            let der = private_key("tls-key", &pem, &mut problems)?;
+            Some((pem, der))
+        });
         let ca = read("tls-ca", ca, &mut problems).and_then(|pem| {
             let certs = certificates("tls-ca", &pem, &mut problems)?;
             Some((trust_anchors("tls-ca", &pem, certs, &mut problems)?, pem))
@@ -151,12 +141,6 @@ pub fn require_client_certificate<T>(request: &tonic::Request<T>) -> Result<(), 
     }
 }
 
-/// Makes ring the process's rustls provider, for the parts (tonic's server) that ask for the
-/// default. Installing it twice is harmless.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// The CA certificates in the PEM file at `path`, for a client that trusts them (the CLI's
 /// `--ca`).
 pub fn read_ca(path: &Path) -> anyhow::Result<Certificate> {
@@ -201,6 +185,24 @@ fn certificates(
         Err(e) => {
             problems.push(format!(
                 "{setting}: {} is not valid PEM: {e}",
+                pem.path.display()
+            ));
+            None
+        }
+    }
+}
+
+/// The private key in `pem`, or a problem when there is none.
+fn private_key(
+    setting: &str,
+    pem: &Pem,
+    problems: &mut Vec<String>,
+) -> Option<PrivateKeyDer<'static>> {
+    match PrivateKeyDer::from_pem_slice(&pem.bytes) {
+        Ok(der) => Some(der),
+        Err(e) => {
+            problems.push(format!(
+                "{setting}: {} holds no PEM private key ({e})",
                 pem.path.display()
             ));
             None

@@ -8,13 +8,13 @@ use crate::executor::NodeExecutor;
 use crate::feed::CallFeed;
 use crate::grpc_health::GrpcHealth;
 use crate::metrics::{Metrics, NodeSources};
-use crate::net::{NetworkFactory, PeerTransport, Peers, is_tls_refusal};
+use crate::net::{NetworkFactory, PeerTransport, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
 use crate::pipeline::audit::Audited;
 use crate::readiness::Readiness;
 use crate::services;
-use crate::tls::{NodeTls, Plaintext, TlsListener};
+use crate::tls::{NodeTls, Plaintext, Probe, TlsListener};
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
@@ -496,6 +496,14 @@ async fn join(
                 continue;
             }
         };
+        // Under TLS 1.3 a refused client certificate shows only after the handshake, and the
+        // join call may see just a closed connection: a handshake on its own says it surely.
+        if let Probe::Refused(why) = cluster.peers.probe(addr).await {
+            bail!(
+                "joining through {addr}: the TLS handshake failed: {why} (is this node's \
+                 certificate from the cluster's CA, and does tls-ca hold the CA of the member's?)"
+            );
+        }
         let attempt = async {
             let channel = cluster.peers.endpoint(addr)?.connect().await?;
             let mut client = ClusterServiceClient::new(channel);
@@ -516,18 +524,10 @@ async fn join(
                 return Ok(());
             }
             Err(e) => {
-                // A refusal (a reused id, a wrong key, a certificate the member does not trust or
-                // that this node does not) is final; unavailability is worth a retry.
+                // A refusal (a reused id, a wrong key) is final; unavailability is worth a retry.
                 let refused = e
                     .downcast_ref::<tonic::Status>()
                     .is_some_and(|s| s.code() != tonic::Code::Unavailable);
-                if is_tls_refusal(e.as_ref()) {
-                    return Err(e.context(format!(
-                        "joining through {addr}: the TLS handshake failed (is this node's \
-                         certificate from the cluster's CA, and does tls-ca hold the CA of the \
-                         member's?)"
-                    )));
-                }
                 if refused || tokio::time::Instant::now() > deadline {
                     return Err(e.context(format!("joining through {addr}")));
                 }

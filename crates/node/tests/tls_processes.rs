@@ -138,12 +138,22 @@ fn a_tls_cluster_forms_replicates_and_refuses_plaintext() {
                 .as_array()
                 .is_some_and(|n| n.iter().any(|n| n["node_id"] == id && n["lag"] == 0))
         });
-        ok(cli_tls(
-            &nodes[0].grpc,
-            &token,
-            &ca.cert,
-            &["cluster", "promote", &id.to_string()],
-        ));
+        // An election under load can interrupt a promotion: ask again until it holds.
+        until("the promotion", || {
+            let promote = ["cluster", "promote", &id.to_string()];
+            let _ = cli_tls(&nodes[0].grpc, &token, &ca.cert, &promote);
+            let out = cli_tls(
+                &nodes[0].grpc,
+                &token,
+                &ca.cert,
+                &["-o", "json", "cluster", "status"],
+            );
+            let status: Value = serde_json::from_slice(&out.stdout).ok()?;
+            status["voters"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|v| v == id))
+                .then_some(())
+        });
     }
     status_until(&nodes[0], &token, &ca.cert, |s| {
         s["voters"].as_array().is_some_and(|v| v.len() == 3)

@@ -43,6 +43,11 @@ impl Peers {
         self.transport.endpoint(addr)
     }
 
+    /// Whether the peer at `addr` and this node accept each other's certificates.
+    pub async fn probe(&self, addr: &str) -> crate::tls::Probe {
+        self.transport.probe(addr).await
+    }
+
     /// Whether the connection `request` came over may make peer RPCs: under `peer-mtls`, only
     /// with a client certificate from the cluster's CA.
     pub fn check_client<T>(&self, request: &tonic::Request<T>) -> Result<(), tonic::Status> {

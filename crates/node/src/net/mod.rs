@@ -9,7 +9,7 @@ mod transport;
 pub use clients::{MAX_RAFT_MESSAGE, Peers};
 pub use forward::{ForwardReply, Forwarded};
 pub use raft_network::NetworkFactory;
-pub use transport::{PeerTransport, is_tls_refusal};
+pub use transport::PeerTransport;
 
 use std::fmt;
 use std::sync::Arc;

@@ -3,8 +3,10 @@
 //! peer (Raft, forwarded writes, join, membership calls passed to the leader) is built by
 //! [`PeerTransport::endpoint`].
 
-use crate::tls::NodeTls;
+use crate::tls::{NodeTls, Probe};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_rustls::rustls;
 use tonic::transport::{ClientTlsConfig, Endpoint};
 
 /// How long reaching a peer may take: a peer whose machine vanished answers no SYN, and without
@@ -17,6 +19,8 @@ pub enum PeerTransport {
     Plain,
     Tls {
         client: ClientTlsConfig,
+        /// The same trust and identity, for a handshake on its own.
+        probe: Arc<rustls::ClientConfig>,
         /// Peers present a client certificate, and peer RPCs without one are refused.
         mtls: bool,
     },
@@ -29,6 +33,7 @@ impl PeerTransport {
             None => PeerTransport::Plain,
             Some(tls) => PeerTransport::Tls {
                 client: tls.peer_client(),
+                probe: tls.peer_probe(),
                 mtls: tls.peer_mtls,
             },
         }
@@ -45,6 +50,16 @@ impl PeerTransport {
         Ok(endpoint.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true))
     }
 
+    /// Whether the peer at `addr` accepts this node's certificate, and this node the peer's.
+    pub async fn probe(&self, addr: &str) -> Probe {
+        match self {
+            PeerTransport::Plain => Probe::Accepted,
+            PeerTransport::Tls { probe, .. } => {
+                crate::tls::probe(probe.clone(), addr, CONNECT_TIMEOUT).await
+            }
+        }
+    }
+
     /// Refuses a peer RPC that came without a client certificate, under `peer-mtls`.
     pub fn check_client<T>(&self, request: &tonic::Request<T>) -> Result<(), tonic::Status> {
         match self {
@@ -53,62 +68,5 @@ impl PeerTransport {
             }
             PeerTransport::Plain | PeerTransport::Tls { mtls: false, .. } => Ok(()),
         }
-    }
-}
-
-/// Whether `error` (or one of its causes) is a TLS failure: a certificate the other side did
-/// not accept, or one this side did not. Retrying does not help.
-pub fn is_tls_refusal(error: &(dyn std::error::Error + 'static)) -> bool {
-    // A refusal that arrives as an alert after the handshake (TLS 1.3 checks the client's
-    // certificate last) reaches tonic through h2, which keeps only the text of the I/O error:
-    // rustls's own wording is what is left to recognise.
-    const RUSTLS_REFUSALS: [&str; 3] = [
-        "received fatal alert",
-        "invalid peer certificate",
-        "peer sent no certificates",
-    ];
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if e.is::<tokio_rustls::rustls::Error>() {
-            return true;
-        }
-        let text = e.to_string();
-        if RUSTLS_REFUSALS.iter().any(|r| text.contains(r)) {
-            return true;
-        }
-        // An I/O error's `source` skips the error it wraps, which is where rustls puts its own.
-        if let Some(inner) = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            && inner.is::<tokio_rustls::rustls::Error>()
-        {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn certificate_refusals_are_told_from_other_failures() {
-        let alert = std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            tokio_rustls::rustls::Error::AlertReceived(
-                tokio_rustls::rustls::AlertDescription::UnknownCA,
-            ),
-        );
-        assert!(is_tls_refusal(&alert));
-        // As h2 passes it on: only the text is left.
-        let text = std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "received fatal alert: UnknownCA",
-        );
-        assert!(is_tls_refusal(&text));
-        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        assert!(!is_tls_refusal(&refused));
     }
 }

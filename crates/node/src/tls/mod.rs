@@ -6,8 +6,10 @@
 
 mod listener;
 mod plaintext;
+mod probe;
 
 pub use listener::{Plaintext, TlsListener};
+pub use probe::{Probe, handshake as probe};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -43,6 +45,8 @@ pub struct NodeTls {
     http: Arc<rustls::ServerConfig>,
     /// The gRPC listener's.
     grpc: Arc<rustls::ServerConfig>,
+    /// What [`probe`] calls a peer with: the same trust and identity as the peer channels.
+    peer_probe: Arc<rustls::ClientConfig>,
 }
 
 // The key's bytes never reach a log line.
@@ -88,7 +92,10 @@ impl NodeTls {
         };
         let http = server_config(chain.clone(), der.clone_key(), None, b"http/1.1")
             .map_err(identity_problem)?;
-        let client_roots = peer_mtls.then_some(Arc::new(roots));
+        let roots = Arc::new(roots);
+        let identity = peer_mtls.then(|| (chain.clone(), der.clone_key()));
+        let peer_probe = client_config(roots.clone(), identity).map_err(identity_problem)?;
+        let client_roots = peer_mtls.then_some(roots);
         let grpc = server_config(chain, der, client_roots, b"h2").map_err(identity_problem)?;
         Ok(NodeTls {
             cert,
@@ -97,7 +104,13 @@ impl NodeTls {
             peer_mtls,
             http,
             grpc,
+            peer_probe,
         })
+    }
+
+    /// The client configuration [`probe`] calls peers with.
+    pub fn peer_probe(&self) -> Arc<rustls::ClientConfig> {
+        self.peer_probe.clone()
     }
 
     /// The gRPC listener's rustls configuration (HTTP/2); under `peer-mtls` a client
@@ -228,6 +241,24 @@ fn trust_anchors(
         }
     }
     Some(roots)
+}
+
+/// A client configuration for HTTP/2 to peers: trusting `roots`, presenting `identity` when
+/// given.
+fn client_config(
+    roots: Arc<rustls::RootCertStore>,
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key)?,
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// A server configuration with this chain and key for one protocol (its ALPN name), asking for

@@ -174,6 +174,7 @@ impl TestCluster {
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             a2a: Default::default(),
             otlp: None,
+            tls: None,
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

@@ -22,7 +22,8 @@ pub struct Cli {
 /// Where a command that talks to the cluster goes, and with which key.
 #[derive(Debug, Clone, Args)]
 pub struct Remote {
-    /// Any node's gRPC address.
+    /// Any node's gRPC address: `host:port`, or `https://host:port` for a node that serves TLS
+    /// (with --ca).
     #[arg(
         long,
         global = true,
@@ -30,6 +31,10 @@ pub struct Remote {
         default_value = "127.0.0.1:7401"
     )]
     pub addr: String,
+    /// PEM file of the CA that signed the node's certificate: the connection is TLS, verified
+    /// against it.
+    #[arg(long, global = true, env = "GATEHOUSE_CA", value_name = "PEM")]
+    pub ca: Option<PathBuf>,
     /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
     #[arg(long, global = true, env = "GATEHOUSE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,

@@ -4,6 +4,7 @@
 
 use crate::net::{OpenNetwork, SharedFilter};
 use crate::telemetry::OtlpSettings;
+use crate::tls::NodeTls;
 use gatehouse_actors::ActorSettings;
 use serde::Deserialize;
 use std::fmt;
@@ -105,6 +106,25 @@ pub struct RawServeConfig {
     /// `service.instance.id`.
     #[arg(long)]
     pub otlp_service_name: Option<String>,
+    /// PEM certificate chain of this node. With `tls-key` (and `tls-ca`), the gRPC and the HTTP
+    /// listener serve TLS only, and this node reaches its peers over TLS. Its subject alternative
+    /// names must cover the address peers and clients use (the IP or name in `grpc`/`join`).
+    #[arg(long, value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls-cert`.
+    #[arg(long, value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM certificate(s) of the CA this node trusts for its peers' certificates (required with
+    /// `tls-cert`; give the system bundle if the nodes' certificates come from a public CA).
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// Mutual TLS between nodes (needs `tls-cert`, `tls-key`, `tls-ca`): this node presents its
+    /// certificate when it calls a peer, and refuses Raft RPCs, forwarded writes and joins that
+    /// come over a connection without a client certificate from `tls-ca`. Other clients (CLI,
+    /// approvers, MCP and A2A) still connect without one.
+    #[arg(long)]
+    #[serde(default)]
+    pub peer_mtls: bool,
     /// JWT issuers whose tokens the HTTP fronts accept (file only: one `[[jwt]]` table each).
     #[arg(skip)]
     #[serde(default)]
@@ -234,12 +254,13 @@ impl JwtIssuerConfig {
 /// `GATEHOUSE_MCP_ALLOWED_ORIGINS=https://a.example,https://b.example`).
 pub const ENV_PREFIX: &str = "GATEHOUSE_";
 
-/// `GATEHOUSE_*` variables that are not settings of the file: the command-line client's address
-/// and key (a joining node's key is `--token`'s), the file's own path (`--config`), and the test
-/// tooling's Python environment.
-pub const NOT_SERVER_SETTINGS: [&str; 4] = [
+/// `GATEHOUSE_*` variables that are not settings of the file: the command-line client's address,
+/// key (a joining node's key is `--token`'s) and CA, the file's own path (`--config`), and the
+/// test tooling's Python environment.
+pub const NOT_SERVER_SETTINGS: [&str; 5] = [
     "GATEHOUSE_ADDR",
     "GATEHOUSE_TOKEN",
+    "GATEHOUSE_CA",
     "GATEHOUSE_CONFIG",
     "GATEHOUSE_VENV",
 ];
@@ -322,6 +343,10 @@ impl RawServeConfig {
             a2a_grpc_url: self.a2a_grpc_url.or(file.a2a_grpc_url),
             otlp_endpoint: self.otlp_endpoint.or(file.otlp_endpoint),
             otlp_service_name: self.otlp_service_name.or(file.otlp_service_name),
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
+            tls_ca: self.tls_ca.or(file.tls_ca),
+            peer_mtls: self.peer_mtls || file.peer_mtls,
             jwt: if self.jwt.is_empty() {
                 file.jwt
             } else {
@@ -509,6 +534,15 @@ impl RawServeConfig {
             ));
         }
         let otlp = otlp_settings(self.otlp_endpoint, self.otlp_service_name, &mut problems);
+        let tls = tls_settings(
+            TlsFiles {
+                cert: self.tls_cert,
+                key: self.tls_key,
+                ca: self.tls_ca,
+                peer_mtls: self.peer_mtls,
+            },
+            &mut problems,
+        );
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -525,6 +559,7 @@ impl RawServeConfig {
             ready_max_lag: self.ready_max_lag.unwrap_or(DEFAULT_READY_MAX_LAG),
             a2a,
             otlp,
+            tls,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -571,6 +606,51 @@ fn check_otlp_endpoint(endpoint: &str) -> Result<(), &'static str> {
     match uri.authority() {
         Some(authority) if !authority.host().is_empty() && authority.port_u16().is_some() => Ok(()),
         _ => Err("must name a host and a port (OTLP/gRPC is usually port 4317)"),
+/// The TLS settings as given.
+struct TlsFiles {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+    peer_mtls: bool,
+}
+
+/// The node's TLS material when TLS is configured, its files read and checked; every problem
+/// goes to `problems`.
+fn tls_settings(files: TlsFiles, problems: &mut Vec<String>) -> Option<NodeTls> {
+    let TlsFiles {
+        cert,
+        key,
+        ca,
+        peer_mtls,
+    } = files;
+    if peer_mtls && (cert.is_none() || key.is_none() || ca.is_none()) {
+        problems.push("peer-mtls: needs tls-cert, tls-key and tls-ca".to_owned());
+    }
+    match (cert, key, ca) {
+        (None, None, None) => None,
+        (None, None, Some(_)) => {
+            problems.push("tls-ca: only with tls-cert and tls-key".to_owned());
+            None
+        }
+        (Some(cert), Some(key), Some(ca)) => match NodeTls::load(&cert, &key, &ca, peer_mtls) {
+            Ok(tls) => Some(tls),
+            Err(found) => {
+                problems.extend(found);
+                None
+            }
+        },
+        (Some(_), Some(_), None) => {
+            problems.push(
+                "tls-ca: required with tls-cert: the CA that signed the other nodes' \
+                 certificates, which this node verifies them against"
+                    .to_owned(),
+            );
+            None
+        }
+        (Some(_), None, _) | (None, Some(_), _) => {
+            problems.push("tls-cert and tls-key: give both or neither".to_owned());
+            None
+        }
     }
 }
 
@@ -750,6 +830,8 @@ pub struct ServeConfig {
     pub a2a: A2aAdvertised,
     /// Where spans are exported; `None`: nowhere.
     pub otlp: Option<OtlpSettings>,
+    /// TLS on both listeners and towards peers, when configured.
+    pub tls: Option<NodeTls>,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -769,6 +851,7 @@ impl fmt::Debug for ServeConfig {
             .field("ready_max_lag", &self.ready_max_lag)
             .field("a2a", &self.a2a)
             .field("otlp", &self.otlp)
+            .field("tls", &self.tls)
             .finish_non_exhaustive()
     }
 }
@@ -1135,6 +1218,178 @@ mod tests {
         let without_join = RawServeConfig { join: None, ..file };
         let errors = without_join.validate(None).unwrap_err().0;
         assert_eq!(errors, ["join-token-file: only with join"]);
+    }
+
+    /// A node configuration with these TLS settings.
+    fn with_tls(
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        ca: Option<&Path>,
+        peer_mtls: bool,
+    ) -> RawServeConfig {
+        RawServeConfig {
+            node_id: Some(1),
+            data_dir: Some("/d".into()),
+            tls_cert: cert.map(Path::to_owned),
+            tls_key: key.map(Path::to_owned),
+            tls_ca: ca.map(Path::to_owned),
+            peer_mtls,
+            ..Default::default()
+        }
+    }
+
+    /// A CA and a node certificate signed by it, as PEM files in `dir`: (cert, key, ca).
+    fn pem_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let paths = (
+            dir.join("node.pem"),
+            dir.join("node.key"),
+            dir.join("ca.pem"),
+        );
+        std::fs::write(&paths.0, cert.pem()).unwrap();
+        std::fs::write(&paths.1, key.serialize_pem()).unwrap();
+        std::fs::write(&paths.2, ca_cert.pem()).unwrap();
+        paths
+    }
+
+    #[test]
+    fn tls_files_are_read_and_kept_with_peer_mtls() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, ca) = pem_files(dir.path());
+        let file: RawServeConfig = toml::from_str(&format!(
+            "node-id = 1\ndata-dir = \"/d\"\ntls-cert = {:?}\ntls-key = {:?}\ntls-ca = {:?}\n\
+             peer-mtls = true\n",
+            cert.display().to_string(),
+            key.display().to_string(),
+            ca.display().to_string()
+        ))
+        .unwrap();
+        let config = RawServeConfig::default().over(file).validate(None).unwrap();
+        let tls = config.tls.expect("TLS is on");
+        assert!(tls.peer_mtls);
+        // The key's bytes are never printed.
+        let printed = format!("{tls:?}");
+        assert!(
+            printed.contains("node.key") && !printed.contains("PRIVATE"),
+            "{printed}"
+        );
+        assert!(
+            with_tls(None, None, None, false)
+                .validate(None)
+                .unwrap()
+                .tls
+                .is_none()
+        );
+        let from_env = env(&[("GATEHOUSE_PEER_MTLS", "true"), ("GATEHOUSE_CA", "/x")]).unwrap();
+        assert!(
+            from_env.peer_mtls,
+            "GATEHOUSE_CA is the client's, not a setting"
+        );
+    }
+
+    #[test]
+    fn a_tls_cert_without_its_key_or_ca_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, ca) = pem_files(dir.path());
+        let problems = |raw: RawServeConfig| raw.validate(None).unwrap_err().0;
+        assert_eq!(
+            problems(with_tls(Some(&cert), None, Some(&ca), false)),
+            ["tls-cert and tls-key: give both or neither"]
+        );
+        assert_eq!(
+            problems(with_tls(None, Some(&key), None, false)),
+            ["tls-cert and tls-key: give both or neither"]
+        );
+        let no_ca = problems(with_tls(Some(&cert), Some(&key), None, false));
+        assert!(
+            no_ca[0].starts_with("tls-ca: required with tls-cert"),
+            "{no_ca:?}"
+        );
+        assert_eq!(
+            problems(with_tls(None, None, Some(&ca), false)),
+            ["tls-ca: only with tls-cert and tls-key"]
+        );
+    }
+
+    #[test]
+    fn peer_mtls_needs_the_ca_and_the_node_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, _) = pem_files(dir.path());
+        let without_ca = with_tls(Some(&cert), Some(&key), None, true)
+            .validate(None)
+            .unwrap_err()
+            .0;
+        assert_eq!(without_ca.len(), 2, "{without_ca:?}");
+        assert_eq!(
+            without_ca[0],
+            "peer-mtls: needs tls-cert, tls-key and tls-ca"
+        );
+        assert!(
+            without_ca[1].starts_with("tls-ca: required"),
+            "{without_ca:?}"
+        );
+        let alone = with_tls(None, None, None, true)
+            .validate(None)
+            .unwrap_err()
+            .0;
+        assert_eq!(alone, ["peer-mtls: needs tls-cert, tls-key and tls-ca"]);
+    }
+
+    #[test]
+    fn missing_and_invalid_tls_files_are_each_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key, ca) = pem_files(dir.path());
+        let missing = dir.path().join("absent.pem");
+        let garbage = dir.path().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate\n").unwrap();
+        let errors = with_tls(Some(&missing), Some(&garbage), Some(&garbage), false)
+            .validate(None)
+            .unwrap_err()
+            .0;
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(
+            errors[0].starts_with(&format!("tls-cert: reading {}", missing.display())),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].starts_with(&format!(
+                "tls-key: {} holds no PEM private key",
+                garbage.display()
+            )),
+            "{errors:?}"
+        );
+        assert_eq!(
+            errors[2],
+            format!("tls-ca: {} holds no PEM certificate", garbage.display())
+        );
+
+        // A key that belongs to another certificate.
+        let other = tempfile::tempdir().unwrap();
+        let (_, other_key, _) = pem_files(other.path());
+        let mismatched = with_tls(Some(&cert), Some(&other_key), Some(&ca), false)
+            .validate(None)
+            .unwrap_err()
+            .0;
+        assert!(
+            mismatched[0].starts_with("tls-cert and tls-key:")
+                && mismatched[0].contains("do not make a server identity"),
+            "{mismatched:?}"
+        );
+        assert!(
+            with_tls(Some(&cert), Some(&key), Some(&ca), false)
+                .validate(None)
+                .is_ok()
+        );
     }
 
     #[test]

@@ -31,3 +31,4 @@ pub mod server;
 pub mod services;
 pub mod telemetry;
 pub mod time;
+pub mod tls;

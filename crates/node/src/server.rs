@@ -9,12 +9,13 @@ use crate::feed::CallFeed;
 use crate::grpc_health::GrpcHealth;
 use crate::handover::Handover;
 use crate::metrics::{Metrics, NodeSources};
-use crate::net::{NetworkFactory, Peers};
+use crate::net::{NetworkFactory, PeerTransport, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
 use crate::pipeline::Pipeline;
 use crate::pipeline::audit::Audited;
 use crate::readiness::Readiness;
 use crate::services;
+use crate::tls::{NodeTls, Plaintext, Probe, TlsListener};
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
@@ -166,7 +167,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 
     let secret = files.peer_secret()?;
     let joined = secret.is_some();
-    let peers = Peers::new(secret);
+    let peers = Peers::new(secret, PeerTransport::new(config.tls.as_ref()));
     let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
     let registry = state_machine.registry();
     let applied = state_machine.applied_watch();
@@ -238,6 +239,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 .unwrap_or_else(|| identity.grpc.to_string()),
             http_addr: identity.http.to_string(),
             public_url: config.a2a.public_url.clone(),
+            https: config.tls.is_some(),
         },
         mcp_stop.clone(),
     );
@@ -268,9 +270,10 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 a2a,
                 mcp_stop.clone(),
             ),
+            config.tls.as_ref().map(NodeTls::http_server),
             mcp_stop,
             stopped.clone(),
-        ),
+        )?,
         crate::discovery::spawn_discovery(
             cluster.clone(),
             discovery_events,
@@ -369,36 +372,45 @@ where
         .add_service(health)
         .add_service(crate::grpc_health::reflection_v1()?)
         .add_service(crate::grpc_health::reflection_v1alpha()?);
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    // Small RPCs (votes, acks, one-resource writes) must not wait for Nagle: both incoming
+    // streams set NODELAY.
+    let Some(tls) = &config.tls else {
+        let incoming =
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+        return Ok(tokio::spawn(async move {
+            let served = router.serve_with_incoming_shutdown(incoming, shutdown);
+            if let Err(e) = served.await {
+                tracing::error!(error = %e, "gRPC listener failed");
+            }
+        }));
+    };
+    let incoming = TlsListener::new(listener, tls.grpc_server(), Plaintext::Grpc)
+        .context("the gRPC listener's TLS")?;
     Ok(tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        };
-        if let Err(e) = router
-            // Small RPCs (votes, acks, one-resource writes) must not wait for Nagle.
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                shutdown,
-            )
-            .await
-        {
-            tracing::error!(error = %e, "gRPC listener failed");
+        let served = router.serve_with_incoming_shutdown(incoming, shutdown);
+        if let Err(e) = served.await {
+            tracing::error!(error = %e, "gRPC listener (TLS) failed");
         }
     }))
 }
 
-/// Serves `router`; on stop, ends the MCP front's sessions first (their event streams would
-/// otherwise hold the graceful shutdown open).
+/// Serves `router`, over TLS only when `tls` is given; on stop, ends the MCP front's sessions
+/// first (their event streams would otherwise hold the graceful shutdown open).
 fn serve_http(
     listener: TcpListener,
     router: axum::Router,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     mcp_stop: CancellationToken,
     mut stopped: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-            mcp_stop.cancel();
-        };
+) -> anyhow::Result<JoinHandle<()>> {
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+        mcp_stop.cancel();
+    };
+    let Some(config) = tls else {
         // An answer streamed as SSE is several small writes: without NODELAY each waits for the
         // client's delayed ACK (40 ms).
         let listener = listener.tap_io(|tcp| {
@@ -406,13 +418,22 @@ fn serve_http(
                 tracing::warn!(error = %e, "TCP_NODELAY not set on an HTTP connection");
             }
         });
-        if let Err(e) = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %e, "HTTP listener failed");
+        return Ok(tokio::spawn(async move {
+            let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+            if let Err(e) = served.await {
+                tracing::error!(error = %e, "HTTP listener failed");
+            }
+        }));
+    };
+    // The TLS listener sets NODELAY itself.
+    let listener =
+        TlsListener::new(listener, config, Plaintext::Http).context("the HTTPS listener")?;
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
+        if let Err(e) = served.await {
+            tracing::error!(error = %e, "HTTPS listener failed");
         }
-    })
+    }))
 }
 
 /// Makes a one-node cluster: this node the only voter, a peer secret, and an admin principal
@@ -492,11 +513,16 @@ async fn join(
                 continue;
             }
         };
+        // Under TLS 1.3 a refused client certificate shows only after the handshake, and the
+        // join call may see just a closed connection: a handshake on its own says it surely.
+        if let Probe::Refused(why) = cluster.peers.probe(addr).await {
+            bail!(
+                "joining through {addr}: the TLS handshake failed: {why} (is this node's \
+                 certificate from the cluster's CA, and does tls-ca hold the CA of the member's?)"
+            );
+        }
         let attempt = async {
-            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
-                .connect_timeout(Duration::from_secs(2))
-                .connect()
-                .await?;
+            let channel = cluster.peers.endpoint(addr)?.connect().await?;
             let mut client = ClusterServiceClient::new(channel);
             let mut request = tonic::Request::new(pb::JoinRequest {
                 node_id: cluster.id,
@@ -516,10 +542,10 @@ async fn join(
             }
             Err(e) => {
                 // A refusal (a reused id, a wrong key) is final; unavailability is worth a retry.
-                let fatal = e
+                let refused = e
                     .downcast_ref::<tonic::Status>()
                     .is_some_and(|s| s.code() != tonic::Code::Unavailable);
-                if fatal || tokio::time::Instant::now() > deadline {
+                if refused || tokio::time::Instant::now() > deadline {
                     return Err(e.context(format!("joining through {addr}")));
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;

@@ -79,6 +79,7 @@ impl Fixture {
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             a2a: Default::default(),
             otlp: None,
+            tls: None,
             filter: Arc::new(OpenNetwork),
         };
         let node = server::start(config).await.unwrap();

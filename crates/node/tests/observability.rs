@@ -54,6 +54,7 @@ async fn start() -> (NodeHandle, tempfile::TempDir) {
         ready_max_lag: DEFAULT_READY_MAX_LAG,
         a2a: Default::default(),
         otlp: None,
+        tls: None,
         filter: Arc::new(OpenNetwork),
     };
     let node = server::start(config).await.unwrap();

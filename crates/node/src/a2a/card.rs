@@ -26,10 +26,11 @@ const CALL_SKILL: &str = "gatehouse.call";
 impl Front {
     /// The public card, with the JSON-RPC URL on the host the peer reached.
     pub(super) fn public_card(&self, host: Option<&str>) -> AgentCard {
+        let scheme = if self.settings.https { "https" } else { "http" };
         let base = match (&self.settings.public_url, host) {
             (Some(url), _) => url.clone(),
-            (None, Some(host)) => format!("http://{host}"),
-            (None, None) => format!("http://{}", self.settings.http_addr),
+            (None, Some(host)) => format!("{scheme}://{host}"),
+            (None, None) => format!("{scheme}://{}", self.settings.http_addr),
         };
         AgentCard {
             name: "Gatehouse".to_owned(),

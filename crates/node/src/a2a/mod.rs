@@ -50,6 +50,8 @@ pub struct A2aSettings {
     pub http_addr: String,
     /// The base URL peers reach the HTTP listener at, when configured: it wins over the Host.
     pub public_url: Option<String>,
+    /// The HTTP listener serves TLS: URLs made from the Host or the address say `https://`.
+    pub https: bool,
 }
 
 /// Shared by both bindings.

@@ -4,10 +4,11 @@ use crate::cli::Remote;
 use anyhow::Context;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
+use std::path::Path;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 
@@ -38,11 +39,51 @@ pub async fn connect(remote: &Remote) -> anyhow::Result<(Channel, Bearer)> {
             .parse()
             .context("the API key has characters a header cannot carry")?,
     );
-    let channel = Channel::from_shared(format!("http://{}", remote.addr))?
+    let channel = endpoint(&remote.addr, remote.ca.as_deref())?
         .connect()
         .await
         .with_context(|| format!("connecting to {}", remote.addr))?;
     Ok((channel, bearer))
+}
+
+/// How the CLI reaches `addr`: TLS verified against `ca` when `addr` says `https://` or a CA is
+/// given, plain otherwise.
+fn endpoint(addr: &str, ca: Option<&Path>) -> anyhow::Result<Endpoint> {
+    let uri = target(addr, ca.is_some())?;
+    let endpoint = Endpoint::from_shared(uri.clone()).with_context(|| format!("{addr:?}"))?;
+    let Some(ca) = ca else {
+        return Ok(endpoint);
+    };
+    let tls = ClientTlsConfig::new().ca_certificate(crate::tls::read_ca(ca)?);
+    endpoint
+        .tls_config(tls)
+        .with_context(|| format!("TLS to {uri}"))
+}
+
+/// The URI for `addr`: `https://` when TLS (an `https://` address, or a CA given), else
+/// `http://`. An `https://` address without a CA, or a CA with an `http://` address, is a
+/// mistake said as such.
+fn target(addr: &str, with_ca: bool) -> anyhow::Result<String> {
+    if let Some(host) = addr.strip_prefix("https://") {
+        anyhow::ensure!(
+            with_ca,
+            "--addr {addr}: TLS needs --ca FILE (or GATEHOUSE_CA), the CA that signed the \
+             node's certificate"
+        );
+        return Ok(format!("https://{host}"));
+    }
+    if let Some(host) = addr.strip_prefix("http://") {
+        anyhow::ensure!(
+            !with_ca,
+            "--addr {addr} is plain http://, but --ca asks for TLS: use https://{host}"
+        );
+        return Ok(addr.to_owned());
+    }
+    Ok(if with_ca {
+        format!("https://{addr}")
+    } else {
+        format!("http://{addr}")
+    })
 }
 
 pub async fn registry(remote: &Remote) -> anyhow::Result<RegistryServiceClient<Authed>> {
@@ -60,4 +101,27 @@ pub async fn cluster(remote: &Remote) -> anyhow::Result<ClusterServiceClient<Aut
 /// A status as the operator should read it.
 pub fn explain(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", status.code(), status.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::target;
+
+    #[test]
+    fn an_address_with_a_ca_is_tls_and_mixed_signals_are_refused() {
+        assert_eq!(
+            target("10.0.0.1:7401", false).unwrap(),
+            "http://10.0.0.1:7401"
+        );
+        assert_eq!(
+            target("10.0.0.1:7401", true).unwrap(),
+            "https://10.0.0.1:7401"
+        );
+        assert_eq!(target("https://gh:7401", true).unwrap(), "https://gh:7401");
+        assert_eq!(target("http://gh:7401", false).unwrap(), "http://gh:7401");
+        let no_ca = target("https://gh:7401", false).unwrap_err().to_string();
+        assert!(no_ca.contains("--ca"), "{no_ca}");
+        let plain = target("http://gh:7401", true).unwrap_err().to_string();
+        assert!(plain.contains("https://gh:7401"), "{plain}");
+    }
 }

@@ -1,6 +1,7 @@
 //! One lazily connected gRPC channel per peer address, shared by Raft replication and write
 //! forwarding. Every request carries the cluster's peer secret.
 
+use super::PeerTransport;
 use gatehouse_proto::v1::raft_service_client::RaftServiceClient;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -17,6 +18,7 @@ pub struct Peers {
     secret: Arc<RwLock<Option<String>>>,
     /// When each peer last answered a Raft RPC: how the leader tells who is reachable.
     answered: Arc<RwLock<HashMap<u64, Instant>>>,
+    transport: PeerTransport,
 }
 
 impl std::fmt::Debug for Peers {
@@ -26,12 +28,30 @@ impl std::fmt::Debug for Peers {
 }
 
 impl Peers {
-    pub fn new(secret: Option<String>) -> Self {
+    pub fn new(secret: Option<String>, transport: PeerTransport) -> Self {
         Peers {
             channels: Arc::default(),
             secret: Arc::new(RwLock::new(secret)),
             answered: Arc::default(),
+            transport,
         }
+    }
+
+    /// An endpoint for the node at `addr` over the cluster's transport, for calls that do not
+    /// use the shared channel (joining, passing a membership call to the leader).
+    pub fn endpoint(&self, addr: &str) -> Result<Endpoint, tonic::transport::Error> {
+        self.transport.endpoint(addr)
+    }
+
+    /// Whether the peer at `addr` and this node accept each other's certificates.
+    pub async fn probe(&self, addr: &str) -> crate::tls::Probe {
+        self.transport.probe(addr).await
+    }
+
+    /// Whether the connection `request` came over may make peer RPCs: under `peer-mtls`, only
+    /// with a client certificate from the cluster's CA.
+    pub fn check_client<T>(&self, request: &tonic::Request<T>) -> Result<(), tonic::Status> {
+        self.transport.check_client(request)
     }
 
     pub fn note_answer(&self, node: u64) {
@@ -81,10 +101,7 @@ impl Peers {
         if let Some(channel) = self.channels.read().expect("channels lock").get(addr) {
             return Ok(channel.clone());
         }
-        let channel = Endpoint::from_shared(format!("http://{addr}"))?
-            .connect_timeout(Duration::from_secs(2))
-            .tcp_nodelay(true)
-            .connect_lazy();
+        let channel = self.endpoint(addr)?.connect_lazy();
         self.channels
             .write()
             .expect("channels lock")

@@ -1,13 +1,15 @@
-//! Node-to-node transport: Raft RPCs and forwarded writes over tonic, with a hook that lets a
-//! test harness cut, drop or delay the traffic between chosen nodes.
+//! Node-to-node transport: Raft RPCs and forwarded writes over tonic (plain or TLS), with a hook
+//! that lets a test harness cut, drop or delay the traffic between chosen nodes.
 
 mod clients;
 mod forward;
 mod raft_network;
+mod transport;
 
 pub use clients::{MAX_RAFT_MESSAGE, Peers};
 pub use forward::{ForwardReply, Forwarded};
 pub use raft_network::NetworkFactory;
+pub use transport::PeerTransport;
 
 use std::fmt;
 use std::sync::Arc;

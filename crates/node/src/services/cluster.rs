@@ -19,8 +19,6 @@ use tonic::{Request, Response, Status};
 
 /// How long a membership change may take to commit before the caller hears about it.
 const MEMBERSHIP_DEADLINE: Duration = Duration::from_secs(30);
-/// How long reaching the leader to pass a request on may take before the caller hears UNAVAILABLE.
-const LEADER_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct Membership {
@@ -79,11 +77,13 @@ impl Membership {
                 let unavailable = |e: tonic::transport::Error| {
                     Status::unavailable(format!("leader {leader} at {addr}: {e}"))
                 };
-                // A leader whose machine vanished answers no SYN: without a bound, the first
-                // request after it went would hang on TCP's own timeout instead of the election.
-                let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                // The endpoint bounds connecting: a leader whose machine vanished answers no SYN,
+                // and the request after it went must not hang on TCP's own timeout.
+                let channel = self
+                    .cluster
+                    .peers
+                    .endpoint(addr)
                     .map_err(unavailable)?
-                    .connect_timeout(LEADER_CONNECT_TIMEOUT)
                     .connect()
                     .await
                     .map_err(unavailable)?;
@@ -340,6 +340,9 @@ impl ClusterService for Membership {
         &self,
         request: Request<pb::JoinRequest>,
     ) -> Result<Response<pb::JoinResponse>, Status> {
+        // The answer carries the peer secret: under peer-mtls only a node holding a certificate
+        // from the cluster's CA may ask.
+        self.cluster.peers.check_client(&request)?;
         self.caller(&request)?
             .require_cluster(&[Role::Admin, Role::Operator])?;
         if let Some((mut leader, _)) = self.leader_client().await? {

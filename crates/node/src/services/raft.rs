@@ -1,5 +1,6 @@
 //! `RaftService`: the internal RPCs between nodes. Only a caller holding the cluster's peer
-//! secret gets in; clients never talk to it.
+//! secret gets in (and, under `peer-mtls`, only over a connection that presented a client
+//! certificate from the cluster's CA); clients never talk to it.
 
 use crate::net::{ForwardReply, Forwarded, Peers};
 use gatehouse_proto::v1 as pb;
@@ -28,6 +29,7 @@ impl RaftRpc {
     }
 
     fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        self.peers.check_client(request)?;
         let Some(secret) = self.peers.secret() else {
             return Err(Status::unavailable(
                 "this node has not joined a cluster yet",

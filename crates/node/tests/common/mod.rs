@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses what it needs
 
+pub mod pki;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};

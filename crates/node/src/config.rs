@@ -606,6 +606,9 @@ fn check_otlp_endpoint(endpoint: &str) -> Result<(), &'static str> {
     match uri.authority() {
         Some(authority) if !authority.host().is_empty() && authority.port_u16().is_some() => Ok(()),
         _ => Err("must name a host and a port (OTLP/gRPC is usually port 4317)"),
+    }
+}
+
 /// The TLS settings as given.
 struct TlsFiles {
     cert: Option<PathBuf>,

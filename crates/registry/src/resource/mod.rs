@@ -91,9 +91,12 @@ impl Kind {
     /// Case-insensitive, singular or plural, as an operator types it on a command line.
     pub fn parse(text: &str) -> Option<Kind> {
         let lower = text.to_ascii_lowercase();
-        let singular = lower.strip_suffix('s').unwrap_or(&lower);
+        let singular = match lower.strip_suffix("ies") {
+            Some(stem) => format!("{stem}y"),
+            None => lower.strip_suffix('s').unwrap_or(&lower).to_owned(),
+        };
         Kind::ALL.into_iter().find(|k| {
-            k.as_str().eq_ignore_ascii_case(singular) || k.as_str().eq_ignore_ascii_case(&lower)
+            k.as_str().eq_ignore_ascii_case(&singular) || k.as_str().eq_ignore_ascii_case(&lower)
         })
     }
 }
@@ -303,11 +306,8 @@ mod tests {
     fn kinds_parse_as_operators_type_them() {
         assert_eq!(Kind::parse("skills"), Some(Kind::Skill));
         assert_eq!(Kind::parse("Policy"), Some(Kind::Policy));
-        assert_eq!(
-            Kind::parse("policies"),
-            None,
-            "only a trailing s is dropped"
-        );
+        assert_eq!(Kind::parse("policies"), Some(Kind::Policy));
+        assert_eq!(Kind::parse("Upstreams"), Some(Kind::Upstream));
         assert_eq!(Kind::parse("TENANT"), Some(Kind::Tenant));
         assert_eq!(Kind::parse("gadget"), None);
     }

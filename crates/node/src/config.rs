@@ -863,6 +863,29 @@ impl fmt::Debug for ServeConfig {
 mod tests {
     use super::*;
 
+    /// The README's configuration table is the reference operators read: a setting missing
+    /// from it is undocumented.
+    #[test]
+    fn every_setting_has_a_row_in_the_readme_configuration_table() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("### Configuration")
+            .expect("README has a Configuration section");
+        let section = &readme[start..];
+        let section = &section[..section[4..].find("\n### ").map_or(section.len(), |i| i + 4)];
+        let command = <RawServeConfig as clap::Args>::augment_args(clap::Command::new("serve"));
+        let missing: Vec<String> = command
+            .get_arguments()
+            .map(|arg| arg.get_id().as_str().replace('_', "-"))
+            .filter(|key| !section.contains(&format!("| `{key}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "settings without a row in README's configuration table: {missing:?}"
+        );
+        assert!(section.contains("[[jwt]]"), "the jwt tables are described");
+    }
+
     fn env(vars: &[(&str, &str)]) -> Result<RawServeConfig, ConfigErrors> {
         RawServeConfig::from_env(vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())))
     }

@@ -4,6 +4,8 @@
 
 use crate::cluster::Cluster;
 use gatehouse_actors::Health;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -17,6 +19,8 @@ pub struct Readiness {
     pub health: watch::Receiver<Health>,
     /// The most entries applied may trail the leader's commit index.
     pub max_lag: u64,
+    /// Set when the node begins to stop: from then on it is not ready.
+    pub stopping: Arc<AtomicBool>,
 }
 
 /// The lag rule: ready while `applied` trails `leader_commit` by at most `max_lag` entries.
@@ -29,6 +33,9 @@ pub fn within_lag(applied: u64, leader_commit: u64, max_lag: u64) -> Result<(), 
 impl Readiness {
     /// `Ok` with a line saying why the node is ready, `Err` with a line saying why not.
     pub async fn check(&self) -> Result<String, String> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err("not ready: the node is stopping".to_owned());
+        }
         if let Health::NotReady { reason } = &*self.health.borrow() {
             return Err(format!("not ready: {reason}"));
         }

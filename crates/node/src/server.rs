@@ -67,6 +67,8 @@ pub struct NodeHandle {
     pub grpc_health: GrpcHealth,
     /// How long a stopping leader waits for a successor it asked to take over.
     handover_within: Duration,
+    /// Every front's calls go through it; told first when the node stops.
+    pipeline: Pipeline,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -85,12 +87,19 @@ impl NodeHandle {
         &self.cluster.raft
     }
 
+    /// The first step of a stop: new calls are refused as unavailable on every front, and
+    /// health checkers hear NOT_SERVING, so balancers stop sending; calls already taken go on.
+    /// Raft, approvals and reads are still served.
+    pub async fn stop_accepting(&self) {
+        self.pipeline.stop_accepting();
+        self.grpc_health.stopping().await;
+    }
+
     /// Lets running executions finish (up to a grace period) so their outcomes are recorded,
     /// hands leadership over if this node leads, stops listening, stops Raft, and waits for the
     /// listeners to drain.
     pub async fn shutdown(self) -> Handover {
-        // Health checkers hear first, so balancers stop sending before anything stops.
-        self.grpc_health.stopping().await;
+        self.stop_accepting().await;
         // Actors first, while the listeners still carry Raft traffic: a running execution's
         // completion must still commit and be applied here.
         self.actors.stop(EXECUTION_GRACE).await;
@@ -263,9 +272,10 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                     cluster: cluster.clone(),
                     health: actors.health(),
                     max_lag: config.ready_max_lag,
+                    stopping: pipeline.stopping_flag(),
                 },
                 metrics.clone(),
-                pipeline,
+                pipeline.clone(),
                 config.mcp.clone(),
                 a2a,
                 mcp_stop.clone(),
@@ -311,6 +321,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         metrics,
         grpc_health,
         handover_within: config.raft.election_max * 2 + Duration::from_secs(1),
+        pipeline,
         stop,
         tasks,
     })

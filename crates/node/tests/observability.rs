@@ -381,6 +381,62 @@ async fn grpc_health_serves_every_service_until_the_node_stops() {
 }
 
 #[tokio::test]
+async fn a_stopping_node_refuses_new_calls_as_unavailable_and_is_not_ready() {
+    let (node, _dir) = start().await;
+    assert_eq!(
+        call(&node, "demo.echo", json!({"text": "before"})).await,
+        Ok(pb::CallState::Succeeded as i32)
+    );
+    let pending = call(&node, "bank.echo", json!({"amount": 1})).await;
+    assert_eq!(pending, Ok(pb::CallState::Pending as i32));
+    let pending = pending_call(&node).await;
+
+    node.stop_accepting().await;
+
+    let mut gateway = GatewayServiceClient::connect(grpc_url(&node))
+        .await
+        .unwrap();
+    let refused = gateway
+        .call_tool(bearer(
+            pb::CallToolRequest {
+                tenant: "acme".into(),
+                tool: "demo.echo".into(),
+                arguments_json: json!({"text": "after"}).to_string(),
+                idempotency_key: None,
+            },
+            BOT,
+        ))
+        .await
+        .expect_err("a new call is refused");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("stopping"), "{refused:?}");
+
+    let ready = reqwest::get(format!("http://{}/readyz", node.http_addr))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    assert_eq!(
+        ready.text().await.unwrap(),
+        "not ready: the node is stopping\n"
+    );
+
+    // What is already in goes on: the pending call can still be decided here.
+    ApprovalServiceClient::connect(grpc_url(&node))
+        .await
+        .unwrap()
+        .reject(bearer(
+            pb::RejectCallRequest {
+                call_id: pending,
+                reason: "stopping".into(),
+            },
+            ALICE,
+        ))
+        .await
+        .expect("an approver still acts on a stopping node");
+    node.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_health_watcher_hears_not_serving_and_does_not_hold_the_stop_open() {
     let (node, _dir) = start().await;
     let channel = Channel::from_shared(grpc_url(&node))

@@ -105,6 +105,15 @@ impl GatewayError {
         )
     }
 
+    /// This node is stopping and takes no new call; any other node will.
+    pub fn stopping() -> Self {
+        GatewayError::new(
+            ErrorCode::Unavailable,
+            "this node is stopping and takes no new calls",
+            "send the call to another node of the cluster",
+        )
+    }
+
     pub fn rate_limited(tool: &str, retry_after: Duration) -> Self {
         GatewayError {
             retry_after: Some(retry_after),

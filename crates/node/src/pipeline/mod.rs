@@ -27,6 +27,7 @@ use gatehouse_registry::{
     ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied, ToolsetInfo,
 };
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use tracing::Instrument;
@@ -73,6 +74,8 @@ pub struct Pipeline {
     authenticator: Authenticator,
     audit: AuditLog,
     metrics: Metrics,
+    /// Set when the node begins to stop: new calls are refused, calls already in go on.
+    stopping: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -100,7 +103,21 @@ impl Pipeline {
             authenticator,
             audit,
             metrics: Metrics::new(),
+            stopping: Arc::default(),
         }
+    }
+
+    /// From now on every new call, on every front, is refused as unavailable (retryable, naming
+    /// the stop), so agents and balancers move to another node while the calls already taken
+    /// finish.
+    pub fn stop_accepting(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// The flag [`Pipeline::stop_accepting`] sets, for whatever else must stop taking traffic
+    /// with the calls (readiness).
+    pub fn stopping_flag(&self) -> Arc<AtomicBool> {
+        self.stopping.clone()
     }
 
     /// Counts and times every call in `metrics` (the node's registry) instead of a private one.
@@ -249,6 +266,9 @@ impl Pipeline {
         input: &CallInput,
         trace: TraceParent,
     ) -> (Result<Envelope, GatewayError>, bool) {
+        if self.stopping.load(Ordering::SeqCst) {
+            return (Err(GatewayError::stopping()), false);
+        }
         match self.plan_and_check(caller, input, trace) {
             Ok(plan) => {
                 let span = tracing::Span::current();

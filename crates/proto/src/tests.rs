@@ -65,7 +65,13 @@ fn every_service_has_exactly_its_rpcs() {
         ("SnapshotService", &["Save"][..]),
         (
             "RaftService",
-            &["AppendEntries", "Vote", "InstallSnapshot", "Forward"][..],
+            &[
+                "AppendEntries",
+                "Vote",
+                "InstallSnapshot",
+                "Forward",
+                "TimeoutNow",
+            ][..],
         ),
     ]
     .into_iter()

@@ -9,23 +9,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, cli, ok, serve};
-
-/// `cluster status -o json` from `addr`, retried until `check` holds or 20 s pass.
-fn status_until(addr: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let out = cli(addr, token, &["-o", "json", "cluster", "status"]);
-        if out.status.success() {
-            let status: Value = serde_json::from_slice(&out.stdout).expect("status is JSON");
-            if check(&status) {
-                return status;
-            }
-        }
-        assert!(Instant::now() < deadline, "{what}: not within 20 s");
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
-}
+use common::{BIN, cli, ok, serve, status_until};
 
 #[test]
 fn the_cluster_survives_a_sigkilled_leader_process() {

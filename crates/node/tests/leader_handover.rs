@@ -4,13 +4,12 @@
 //! lead: while it is up and heartbeating, no follower's election timer can fire, so only the
 //! handover elects anyone before it exits.
 
-use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{Node, cli, ok, serve_timed};
+use common::{Node, cli, ok, serve_timed, status_until};
 
 /// Slow enough elections that one started by a timer would stand out from a handover.
 const TIMINGS: [&str; 6] = [
@@ -22,24 +21,6 @@ const TIMINGS: [&str; 6] = [
     "2000",
 ];
 const ELECTION_MAX: Duration = Duration::from_millis(2000);
-
-fn status(addr: &str, token: &str) -> Option<Value> {
-    let out = cli(addr, token, &["-o", "json", "cluster", "status"]);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).expect("status is JSON"))
-}
-
-fn status_until(addr: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = status(addr, token).filter(|s| check(s)) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within 30 s");
-        std::thread::park_timeout(Duration::from_millis(100));
-    }
-}
 
 /// Waits for `node` to exit by itself, up to `within`.
 fn wait_exit(node: &mut Node, within: Duration) -> std::process::ExitStatus {

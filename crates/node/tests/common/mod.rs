@@ -9,6 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
 
@@ -121,4 +124,20 @@ pub fn ok(out: Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     text
+}
+
+/// `cluster status -o json` from `addr`, retried until `check` holds or 30 s pass.
+pub fn status_until(addr: &str, token: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = cli(addr, token, &["-o", "json", "cluster", "status"]);
+        if out.status.success() {
+            let status: Value = serde_json::from_slice(&out.stdout).expect("status is JSON");
+            if check(&status) {
+                return status;
+            }
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 30 s");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
 }

@@ -2,6 +2,7 @@
 //! through (DESIGN's propose, approve, execute table). The guards that need the rest of the
 //! registry (roles, placement, generations) live in `registry::calls`.
 
+use crate::identity::Owner;
 use crate::mode::ApprovalMode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -90,14 +91,38 @@ pub struct PrincipalChain {
     pub end_user: Option<String>,
     pub agent: String,
     pub a2a_peer: Option<String>,
+    /// Every person of the chain (`identity::person` of the end user, the agent and the peer),
+    /// sorted, as they were when the call was proposed. Empty in records written before people
+    /// were kept, whose names alone then stand for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub people: Vec<String>,
 }
 
 impl PrincipalChain {
-    /// Whether a principal (by name, and by the end user it is bound to) is part of the chain.
-    pub fn includes(&self, principal: &str, principal_user: Option<&str>) -> bool {
-        self.agent == principal
-            || self.a2a_peer.as_deref() == Some(principal)
-            || (principal_user.is_some() && principal_user == self.end_user.as_deref())
+    /// The person the call acts for: its end user, else the agent itself.
+    pub fn person(&self) -> &str {
+        self.end_user.as_deref().unwrap_or(&self.agent)
+    }
+
+    /// Whether the principal `principal`, who is the person `person`, is part of the chain.
+    /// Names and people share one namespace (see `identity`), so each is compared with both.
+    pub fn includes(&self, principal: &str, person: &str) -> bool {
+        let mut members = [
+            Some(self.agent.as_str()),
+            self.a2a_peer.as_deref(),
+            self.end_user.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.people.iter().map(String::as_str));
+        members.any(|m| m == principal || m == person)
+    }
+
+    /// Whether the call belongs to `owner`: made by (or delegated through) that principal, for
+    /// that end user. Per-user data is read and acted on only by its owner.
+    pub fn owned_by(&self, owner: Owner<'_>) -> bool {
+        (self.agent == owner.principal || self.a2a_peer.as_deref() == Some(owner.principal))
+            && self.end_user.as_deref() == owner.end_user
     }
 }
 
@@ -105,8 +130,19 @@ impl PrincipalChain {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
     pub principal: String,
+    /// The person who decided (`identity::person`); absent in verdicts written before people
+    /// were kept, where the principal stands for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<String>,
     pub at: Timestamp,
     pub note: String,
+}
+
+impl Verdict {
+    /// The person who decided.
+    pub fn person(&self) -> &str {
+        self.person.as_deref().unwrap_or(&self.principal)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

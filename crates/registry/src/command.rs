@@ -34,17 +34,29 @@ pub enum Command {
     Approve {
         call_id: CallId,
         approver: String,
+        /// The subject of the token the decider signed in with (a JWT's `sub`); absent for an
+        /// API key. Apply turns it into the person with `identity::person`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
         args_sha256: String,
         note: String,
     },
     Reject {
         call_id: CallId,
         approver: String,
+        /// The subject of the token the decider signed in with (a JWT's `sub`); absent for an
+        /// API key. Apply turns it into the person with `identity::person`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
         reason: String,
     },
     Cancel {
         call_id: CallId,
         principal: String,
+        /// The end user the canceller acts for: only the call's own end user may cancel it.
+        /// Absent in commands written before calls were scoped by user.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
         reason: String,
     },
     Expire {

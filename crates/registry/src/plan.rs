@@ -6,10 +6,11 @@ use crate::args::{ArgError, ArgValidator, SchemaError};
 use crate::call::{CallId, NewCall, PrincipalChain, Timestamp};
 use crate::canonical::canonical_json;
 use crate::canonical::sha256_hex;
+use crate::identity;
 use crate::mode::ApprovalMode;
 use crate::policy::{self, Decision, PolicyInput, Refusal};
 use crate::registry::Registry;
-use crate::resource::Role;
+use crate::resource::{PrincipalSpec, Role};
 use serde_json::Value;
 
 /// One authenticated request to call a tool.
@@ -172,11 +173,7 @@ fn plan(
         tool: req.tool.to_owned(),
         arguments,
         args_sha256,
-        chain: PrincipalChain {
-            end_user: req.end_user.map(str::to_owned),
-            agent: req.principal.to_owned(),
-            a2a_peer: req.a2a_peer.map(str::to_owned),
-        },
+        chain: chain_of(registry, req, principal),
         requested_mode: req.requested_mode,
         effective_mode: decision.effective,
         highest_mode: decision.declared,
@@ -184,7 +181,8 @@ fn plan(
         tool_generation,
         policy_generation: decision.policy_generation,
         idempotency_key: req.idempotency_key.map(str::to_owned),
-        retry_safe: tool.idempotent() || upstream.is_some_and(|u| u.honours_idempotency_key),
+        retry_safe: tool.idempotent(upstream.is_some_and(|u| u.trusted))
+            || upstream.is_some_and(|u| u.honours_idempotency_key),
         required_approvals: if needs_approval {
             decision.required_approvals
         } else {
@@ -200,6 +198,26 @@ fn plan(
         decision,
         call,
     })
+}
+
+/// The call's principal chain with every person in it: the end user, and the agent and the
+/// peer as the people they are (`identity::person`).
+fn chain_of(registry: &Registry, req: &CallRequest<'_>, agent: &PrincipalSpec) -> PrincipalChain {
+    let mut people: Vec<String> = req.end_user.map(str::to_owned).into_iter().collect();
+    people.push(identity::person(req.principal, agent, None));
+    if let Some(peer) = req.a2a_peer
+        && let Some(spec) = registry.principal(peer)
+    {
+        people.push(identity::person(peer, spec, None));
+    }
+    people.sort();
+    people.dedup();
+    PrincipalChain {
+        end_user: req.end_user.map(str::to_owned),
+        agent: req.principal.to_owned(),
+        a2a_peer: req.a2a_peer.map(str::to_owned),
+        people,
+    }
 }
 
 /// A task delegated by an A2A peer acts for its end user as much as for the peer: the user must

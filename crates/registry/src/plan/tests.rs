@@ -217,6 +217,7 @@ fn a_planned_call_goes_through_approval_to_completion() {
             &mut r,
             2_000,
             Command::Approve {
+                user: None,
                 call_id: id.clone(),
                 approver: approver.into(),
                 args_sha256: hash.clone(),

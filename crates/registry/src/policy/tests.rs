@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 fn tool(mode: Option<ApprovalMode>, class: Option<CapabilityClass>) -> ToolSpec {
     ToolSpec {
+        idempotent: None,
         description: String::new(),
         input_schema: json!({"type": "object"}),
         output_schema: None,

@@ -5,6 +5,7 @@ use super::{Placement, Registry};
 use crate::call::{Call, CallId, CallState, Claim, NewCall, NodeId, Outcome, Timestamp, Verdict};
 use crate::command::Response;
 use crate::error::ApplyError;
+use crate::identity::{self, Owner};
 use crate::resource::Role;
 
 impl Registry {
@@ -37,10 +38,14 @@ impl Registry {
             });
         }
         if let Some(key) = &spec.idempotency_key {
-            let slot = (spec.tenant.clone(), spec.chain.agent.clone(), key.clone());
+            let owner = Owner {
+                principal: &spec.chain.agent,
+                end_user: spec.chain.end_user.as_deref(),
+            };
+            let slot = (spec.tenant.clone(), owner.slot(), key.clone());
             if let Some(earlier) = self.state.idempotency.get(&slot) {
                 let call = &self.state.calls[earlier];
-                if call.spec.args_sha256 != spec.args_sha256 {
+                if call.spec.tool != spec.tool || call.spec.args_sha256 != spec.args_sha256 {
                     return Err(ApplyError::IdempotencyConflict {
                         key: key.clone(),
                         call: earlier.clone(),
@@ -70,14 +75,14 @@ impl Registry {
         &mut self,
         id: &CallId,
         approver: &str,
+        user: Option<&str>,
         args_sha256: &str,
         note: &str,
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::Pending], "approved")?;
-        self.check_approver(call, approver)?;
-        let approver_user = self.principal(approver).and_then(|p| p.user.as_deref());
-        if call.spec.chain.includes(approver, approver_user) {
+        let person = self.check_approver(call, approver, user)?;
+        if call.spec.chain.includes(approver, &person) {
             return Err(ApplyError::InChain {
                 principal: approver.to_owned(),
                 call: id.clone(),
@@ -90,9 +95,9 @@ impl Registry {
                 actual: call.spec.args_sha256.clone(),
             });
         }
-        if call.approvals.iter().any(|v| v.principal == approver) {
+        if call.approvals.iter().any(|v| v.person() == person) {
             return Err(ApplyError::AlreadyDecided {
-                principal: approver.to_owned(),
+                principal: person,
                 call: id.clone(),
             });
         }
@@ -105,6 +110,7 @@ impl Registry {
         let call = self.call_mut(id);
         call.approvals.push(Verdict {
             principal: approver.to_owned(),
+            person: Some(person),
             at,
             note: note.to_owned(),
         });
@@ -119,14 +125,16 @@ impl Registry {
         &mut self,
         id: &CallId,
         approver: &str,
+        user: Option<&str>,
         reason: &str,
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::Pending], "rejected")?;
-        self.check_approver(call, approver)?;
+        let person = self.check_approver(call, approver, user)?;
         let call = self.call_mut(id);
         call.rejections.push(Verdict {
             principal: approver.to_owned(),
+            person: Some(person),
             at,
             note: reason.to_owned(),
         });
@@ -138,11 +146,15 @@ impl Registry {
         &mut self,
         id: &CallId,
         principal: &str,
+        user: Option<&str>,
         reason: &str,
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::Pending], "cancelled")?;
-        if !call.spec.chain.includes(principal, None) {
+        let chain = &call.spec.chain;
+        let in_chain = chain.agent == principal || chain.a2a_peer.as_deref() == Some(principal);
+        let same_user = user.is_none_or(|u| chain.end_user.as_deref() == Some(u));
+        if !(in_chain && same_user) {
             return Err(ApplyError::NotInChain {
                 principal: principal.to_owned(),
                 call: id.clone(),
@@ -300,7 +312,7 @@ impl Registry {
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::OutcomeUnknown], "resolved")?;
-        self.check_approver(call, approver)?;
+        self.check_approver(call, approver, None)?;
         if note.trim().is_empty() {
             return Err(ApplyError::Refused {
                 reason: "resolving needs a note saying what really happened".to_owned(),
@@ -429,17 +441,21 @@ impl Registry {
         self.state.calls.get_mut(id).expect("checked by call_in")
     }
 
-    fn check_approver(&self, call: &Call, approver: &str) -> Result<(), ApplyError> {
-        let is_approver = self
-            .principal(approver)
-            .is_some_and(|p| p.has_role(&call.spec.tenant, Role::Approver));
-        if is_approver {
-            Ok(())
-        } else {
-            Err(ApplyError::NotApprover {
+    /// The person deciding, if the principal is an approver of the call's tenant.
+    fn check_approver(
+        &self,
+        call: &Call,
+        approver: &str,
+        user: Option<&str>,
+    ) -> Result<String, ApplyError> {
+        match self.principal(approver) {
+            Some(spec) if spec.has_role(&call.spec.tenant, Role::Approver) => {
+                Ok(identity::person(approver, spec, user))
+            }
+            _ => Err(ApplyError::NotApprover {
                 principal: approver.to_owned(),
                 tenant: call.spec.tenant.clone(),
-            })
+            }),
         }
     }
 

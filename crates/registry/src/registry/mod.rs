@@ -129,19 +129,22 @@ impl Registry {
             Command::Approve {
                 call_id,
                 approver,
+                user,
                 args_sha256,
                 note,
-            } => self.approve(call_id, approver, args_sha256, note, at)?,
+            } => self.approve(call_id, approver, user.as_deref(), args_sha256, note, at)?,
             Command::Reject {
                 call_id,
                 approver,
+                user,
                 reason,
-            } => self.reject(call_id, approver, reason, at)?,
+            } => self.reject(call_id, approver, user.as_deref(), reason, at)?,
             Command::Cancel {
                 call_id,
                 principal,
+                user,
                 reason,
-            } => self.cancel(call_id, principal, reason, at)?,
+            } => self.cancel(call_id, principal, user.as_deref(), reason, at)?,
             Command::Expire {
                 call_id,
                 node,

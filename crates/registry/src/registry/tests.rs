@@ -118,14 +118,26 @@ impl Harness {
     }
 
     fn propose(&mut self, key: Option<&str>, args: &str, required: u32) -> CallId {
+        self.propose_with(key, args, required, |_| {})
+    }
+
+    /// Proposes the harness's call as `edit` changes it.
+    fn propose_with(
+        &mut self,
+        key: Option<&str>,
+        args: &str,
+        required: u32,
+        edit: impl FnOnce(&mut NewCall),
+    ) -> CallId {
         let id = CallId::from_random(self.next_request + 1000);
-        let call = NewCall {
+        let mut call = NewCall {
             id: id.clone(),
             tenant: "acme".into(),
             tool: "billing.refund".into(),
             arguments: args.into(),
             args_sha256: crate::canonical::sha256_hex(args.as_bytes()),
             chain: PrincipalChain {
+                people: Vec::new(),
                 end_user: Some("john".into()),
                 agent: "bot".into(),
                 a2a_peer: None,
@@ -148,6 +160,7 @@ impl Harness {
             context_id: None,
             trace_parent: None,
         };
+        edit(&mut call);
         match self.ok(Command::Propose {
             call: Box::new(call),
         }) {
@@ -157,8 +170,19 @@ impl Harness {
     }
 
     fn approve(&mut self, id: &CallId, who: &str) -> Result<Response, ApplyError> {
+        self.approve_as(id, who, None)
+    }
+
+    /// Approves as `who` signed in with a token about `user`.
+    fn approve_as(
+        &mut self,
+        id: &CallId,
+        who: &str,
+        user: Option<&str>,
+    ) -> Result<Response, ApplyError> {
         let hash = self.registry.call(id).unwrap().spec.args_sha256.clone();
         self.run(Command::Approve {
+            user: user.map(str::to_owned),
             call_id: id.clone(),
             approver: who.into(),
             args_sha256: hash,
@@ -373,6 +397,7 @@ fn nobody_in_the_chain_and_no_non_approver_may_approve() {
     let id = h.propose(None, "{}", 1);
     let hash = h.registry.call(&id).unwrap().spec.args_sha256.clone();
     let approve = |who: &str| Command::Approve {
+        user: None,
         call_id: id.clone(),
         approver: who.into(),
         args_sha256: hash.clone(),
@@ -402,6 +427,7 @@ fn an_approval_is_bound_to_the_argument_hash() {
     let mut h = Harness::new();
     let id = h.propose(None, r#"{"amount":5}"#, 1);
     let err = h.refused(Command::Approve {
+        user: None,
         call_id: id.clone(),
         approver: "alice".into(),
         args_sha256: crate::canonical::sha256_hex(br#"{"amount":50000}"#),
@@ -420,6 +446,7 @@ fn one_rejection_vetoes_and_a_replayed_approval_is_refused() {
         Err(ApplyError::AlreadyDecided { .. })
     ));
     h.ok(Command::Reject {
+        user: None,
         call_id: id.clone(),
         approver: "bob".into(),
         reason: "no".into(),
@@ -436,6 +463,7 @@ fn only_the_chain_may_cancel() {
     let mut h = Harness::new();
     let id = h.propose(None, "{}", 1);
     let cancel = |who: &str| Command::Cancel {
+        user: None,
         call_id: id.clone(),
         principal: who.into(),
         reason: "r".into(),
@@ -715,6 +743,7 @@ fn purge_forgets_finished_calls_and_their_keys() {
     let mut h = Harness::new();
     let id = h.propose(Some("k"), "{}", 1);
     h.ok(Command::Cancel {
+        user: None,
         call_id: id.clone(),
         principal: "bot".into(),
         reason: String::new(),
@@ -841,6 +870,7 @@ fn step_command(h: &Harness, kind: u8, arg: u8) -> Command {
             keys: vec![tenant(&format!("t{arg}"), "").key()],
         },
         3 => Command::Approve {
+            user: None,
             call_id: pick(arg),
             approver: format!("p{}", arg % 2),
             args_sha256: h
@@ -853,6 +883,7 @@ fn step_command(h: &Harness, kind: u8, arg: u8) -> Command {
             note: String::new(),
         },
         4 => Command::Reject {
+            user: None,
             call_id: pick(arg),
             approver: "alice".into(),
             reason: String::new(),
@@ -1019,6 +1050,7 @@ fn a_tenants_calls_are_indexed_through_propose_purge_and_reload() {
     let kept = h.propose(None, r#"{"n":1}"#, 1);
     let done = h.propose(None, r#"{"n":2}"#, 1);
     h.ok(Command::Reject {
+        user: None,
         call_id: done.clone(),
         approver: "alice".into(),
         reason: "no".into(),
@@ -1154,3 +1186,5 @@ fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
     h.approve(&pending, "alice").unwrap();
     assert_eq!(h.state_of(&pending), CallState::Approved);
 }
+
+mod identity;

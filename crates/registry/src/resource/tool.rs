@@ -21,6 +21,12 @@ pub struct ToolSpec {
     /// trusted; otherwise the tool is `destructive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_mode: Option<ApprovalMode>,
+    /// The admin's word that calling the tool twice with the same arguments does what calling
+    /// it once does: such a call may be retried and re-claimed after a failover. Only an admin
+    /// sets it; discovery never does, and an untrusted upstream's `idempotentHint` counts for
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability_class: Option<CapabilityClass>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -170,11 +176,19 @@ impl ToolSpec {
         (mode, ModeSource::Annotations)
     }
 
-    /// Safe to retry and to re-claim after a failover.
-    pub fn idempotent(&self) -> bool {
-        self.annotations
-            .as_ref()
-            .is_some_and(|a| a.idempotent_hint == Some(true))
+    /// Safe to retry and to re-claim after a failover: the admin's `idempotent` when given,
+    /// else a trusted upstream's `idempotentHint`. An untrusted upstream never decides it.
+    pub fn idempotent(&self, upstream_trusted: bool) -> bool {
+        match self.idempotent {
+            Some(declared) => declared,
+            None => {
+                upstream_trusted
+                    && self
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.idempotent_hint == Some(true))
+            }
+        }
     }
 
     pub(super) fn validate(&self, problems: &mut Vec<Problem>) {
@@ -242,6 +256,7 @@ mod tests {
 
     fn tool(annotations: Option<ToolAnnotations>, approval_mode: Option<ApprovalMode>) -> ToolSpec {
         ToolSpec {
+            idempotent: None,
             description: String::new(),
             input_schema: object_schema(),
             output_schema: None,
@@ -294,6 +309,25 @@ mod tests {
             tool(None, None).declared_mode(true),
             (ApprovalMode::Destructive, ModeSource::FailSafe)
         );
+    }
+
+    #[test]
+    fn only_the_admin_or_a_trusted_upstream_makes_a_tool_retry_safe() {
+        let mut idempotent = hints(Some(false), Some(true), None);
+        idempotent.idempotent_hint = Some(true);
+        let hinted = tool(Some(idempotent), None);
+        assert!(!hinted.idempotent(false), "an untrusted upstream's hint counts");
+        assert!(hinted.idempotent(true));
+        let denied = ToolSpec {
+            idempotent: Some(false),
+            ..hinted.clone()
+        };
+        assert!(!denied.idempotent(true), "the admin's no is overridden");
+        let declared = ToolSpec {
+            idempotent: Some(true),
+            ..tool(None, None)
+        };
+        assert!(declared.idempotent(false));
     }
 
     #[test]

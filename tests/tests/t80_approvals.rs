@@ -111,6 +111,7 @@ fn new_call(
         args_sha256: sha256_hex(arguments.as_bytes()),
         arguments,
         chain: PrincipalChain {
+            people: Vec::new(),
             end_user: end_user.map(str::to_owned),
             agent: agent.into(),
             a2a_peer: None,

@@ -483,6 +483,7 @@ fn invariant_6_the_effective_mode_never_exceeds_the_declared_maximum() -> anyhow
         args_sha256: sha256_hex(arguments.as_bytes()),
         arguments,
         chain: PrincipalChain {
+            people: Vec::new(),
             end_user: None,
             agent: "bot".into(),
             a2a_peer: None,

@@ -228,6 +228,7 @@ impl Fixture {
         let (id, sha) = self.pending_call();
         self.cluster
             .apply(Command::Approve {
+                user: None,
                 call_id: id.clone(),
                 approver: "carol".into(),
                 args_sha256: sha,
@@ -358,6 +359,7 @@ async fn an_idle_actor_passivates_unless_it_is_home_to_unfinished_calls() {
     assert_eq!(f.actors.active_tenants(), 1, "home to a pending call");
     f.cluster
         .apply(Command::Reject {
+            user: None,
             call_id: id,
             approver: "carol".into(),
             reason: "no".into(),

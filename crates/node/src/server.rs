@@ -358,20 +358,29 @@ where
         .add_service(
             RegistryServiceServer::new(services::registry::Registry::new(
                 cluster.clone(),
+                front.pipeline.authenticator().clone(),
                 front.pipeline.audit_log().clone(),
             ))
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE),
         )
         .add_service(ClusterServiceServer::new(
-            services::cluster::Membership::new(cluster.clone(), reachable_window),
+            services::cluster::Membership::new(
+                cluster.clone(),
+                front.pipeline.authenticator().clone(),
+                reachable_window,
+            ),
         ))
         .add_service(SnapshotServiceServer::new(
-            services::snapshot::Snapshots::new(cluster.clone()),
+            services::snapshot::Snapshots::new(
+                cluster.clone(),
+                front.pipeline.authenticator().clone(),
+            ),
         ))
         .add_service(ApprovalServiceServer::new(
             services::approval::Approvals::new(
                 cluster.clone(),
+                front.pipeline.authenticator().clone(),
                 front.feed,
                 front.pipeline.audit_log().clone(),
             ),

@@ -76,15 +76,27 @@ mod tests {
     #[test]
     fn a_token_names_the_person_of_an_issuer_wide_principal_only() {
         assert_eq!(person("users", &jwt_principal("*"), Some("bob")), "bob");
-        assert_eq!(person("dana-sso", &jwt_principal("dana"), Some("bob")), "dana");
-        assert_eq!(person("dana-key", &key_principal(Some("dana")), Some("bob")), "dana");
+        assert_eq!(
+            person("dana-sso", &jwt_principal("dana"), Some("bob")),
+            "dana"
+        );
+        assert_eq!(
+            person("dana-key", &key_principal(Some("dana")), Some("bob")),
+            "dana"
+        );
         assert_eq!(person("ci", &key_principal(None), Some("bob")), "ci");
     }
 
     #[test]
     fn a_key_bound_to_a_user_is_that_user_and_a_bare_key_is_its_name() {
-        assert_eq!(person("alice-laptop", &key_principal(Some("alice")), None), "alice");
-        assert_eq!(person("alice-ci", &key_principal(Some("alice")), None), "alice");
+        assert_eq!(
+            person("alice-laptop", &key_principal(Some("alice")), None),
+            "alice"
+        );
+        assert_eq!(
+            person("alice-ci", &key_principal(Some("alice")), None),
+            "alice"
+        );
         assert_eq!(person("dana", &key_principal(None), None), "dana");
     }
 

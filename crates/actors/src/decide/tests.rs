@@ -12,6 +12,7 @@ fn call(id: &str, state: CallState) -> Call {
         arguments: "{}".into(),
         args_sha256: String::new(),
         chain: PrincipalChain {
+            people: Vec::new(),
             end_user: None,
             agent: "a".into(),
             a2a_peer: None,

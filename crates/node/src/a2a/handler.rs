@@ -115,7 +115,7 @@ impl Front {
             .unwrap_or_else(PoisonError::into_inner);
         registry
             .call(&CallId(id.to_owned()))
-            .filter(|c| c.spec.chain.a2a_peer.as_deref() == Some(caller.name.as_str()))
+            .filter(|c| delegated_by(c, caller))
             .map(Envelope::of_record)
             .ok_or_else(|| A2AError::task_not_found(id))
     }
@@ -322,7 +322,7 @@ impl RequestHandler for Front {
                 .unwrap_or_else(PoisonError::into_inner);
             registry
                 .calls_of(&tenant)
-                .filter(|c| c.spec.chain.a2a_peer.as_deref() == Some(caller.name.as_str()))
+                .filter(|c| delegated_by(c, &caller))
                 .filter(|c| {
                     req.context_id
                         .as_deref()
@@ -456,4 +456,11 @@ impl RequestHandler for Front {
         let tenant = self.tenant(&caller, req.tenant.as_deref(), params)?;
         Ok(self.extended_card(&caller, &tenant))
     }
+}
+
+/// A task is the peer's that delegated it, for the end user it delegated it for: another user
+/// behind the same peer principal does not see it.
+fn delegated_by(call: &gatehouse_registry::Call, caller: &Caller) -> bool {
+    call.spec.chain.a2a_peer.as_deref() == Some(caller.name.as_str())
+        && call.spec.chain.owned_by(caller.owner())
 }

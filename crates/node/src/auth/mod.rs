@@ -11,6 +11,7 @@ use crate::config::JwtIssuerConfig;
 use axum::response::{IntoResponse, Response};
 use gatehouse_registry::Registry;
 use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_registry::identity::{self, Owner};
 use gatehouse_registry::resource::{PrincipalSpec, Role};
 use std::fmt;
 use std::sync::Arc;
@@ -35,7 +36,12 @@ pub struct Caller {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
     ApiKey,
-    Jwt { issuer: String },
+    /// A JWT of `issuer`; `subject` is the one the principal was found by (`act.sub` for a
+    /// token acting for someone, else `sub`).
+    Jwt {
+        issuer: String,
+        subject: String,
+    },
 }
 
 /// The bearer token of a request, if it has one.
@@ -45,12 +51,6 @@ pub fn bearer(metadata: &MetadataMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-}
-
-/// A gRPC caller: API keys only.
-pub fn authenticate(registry: &Registry, metadata: &MetadataMap) -> Result<Caller, Status> {
-    let key = bearer(metadata).ok_or_else(|| Status::unauthenticated("missing bearer API key"))?;
-    api_key_caller(registry, key).ok_or_else(|| Status::unauthenticated("unknown API key"))
 }
 
 fn api_key_caller(registry: &Registry, key: &str) -> Option<Caller> {
@@ -64,6 +64,27 @@ fn api_key_caller(registry: &Registry, key: &str) -> Option<Caller> {
 }
 
 impl Caller {
+    /// The subject of the token the caller signed in with; `None` for an API key.
+    pub fn token_subject(&self) -> Option<&str> {
+        match &self.credential {
+            Credential::ApiKey => None,
+            Credential::Jwt { subject, .. } => Some(subject),
+        }
+    }
+
+    /// The person the caller is (`identity::person`): what self-approval and N-of-M compare.
+    pub fn person(&self) -> String {
+        identity::person(&self.name, &self.spec, self.token_subject())
+    }
+
+    /// What the caller's own calls, tasks and idempotency keys are scoped by.
+    pub fn owner(&self) -> Owner<'_> {
+        Owner {
+            principal: &self.name,
+            end_user: self.end_user.as_deref(),
+        }
+    }
+
     pub fn cluster(&self, role: Role) -> bool {
         self.spec.has_cluster_role(role)
     }
@@ -150,6 +171,16 @@ impl Authenticator {
         })
     }
 
+    /// A gRPC caller: the request's `authorization: Bearer` API key or JWT, as on HTTP.
+    pub fn authenticate_grpc(
+        &self,
+        registry: &Registry,
+        metadata: &MetadataMap,
+    ) -> Result<Caller, Status> {
+        self.authenticate_bearer(registry, bearer(metadata))
+            .map_err(AuthError::into_status)
+    }
+
     /// The `Authorization: Bearer` credential of an HTTP request (the scheme in any case).
     pub fn authenticate_http(
         &self,
@@ -204,11 +235,11 @@ impl Authenticator {
                     message: "the token's act.sub is empty".to_owned(),
                 });
             }
-            Some(actor) => &actor.sub,
-            None => &claims.sub,
+            Some(actor) => actor.sub.clone(),
+            None => claims.sub.clone(),
         };
         let (name, spec) = registry
-            .principal_by_jwt(&issuer.issuer, acting)
+            .principal_by_jwt(&issuer.issuer, &acting)
             .ok_or_else(|| AuthError {
                 kind: AuthErrorKind::UnknownPrincipal,
                 message: format!(
@@ -222,6 +253,7 @@ impl Authenticator {
             end_user: Some(claims.sub),
             credential: Credential::Jwt {
                 issuer: issuer.issuer.clone(),
+                subject: acting,
             },
         })
     }

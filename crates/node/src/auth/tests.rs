@@ -160,7 +160,8 @@ fn an_hs256_token_acts_as_the_principal_of_its_subject() {
     assert_eq!(
         caller.credential,
         Credential::Jwt {
-            issuer: ISSUER.into()
+            issuer: ISSUER.into(),
+            subject: "carol".into(),
         }
     );
     assert!(caller.spec.has_role("acme", Role::Agent));
@@ -519,18 +520,25 @@ fn api_keys_authenticate_http_requests_with_the_bound_user() {
 }
 
 #[test]
-fn grpc_callers_still_use_api_keys_only() {
-    let mut metadata = MetadataMap::new();
-    metadata.insert(
-        "authorization",
-        format!("Bearer {API_KEY}").parse().unwrap(),
-    );
-    let caller = authenticate(&registry(), &metadata).unwrap();
+fn grpc_callers_use_api_keys_and_the_same_jwt_issuers_as_http() {
+    let auth = authenticator(&[issuer(ISSUER, &["HS256"], Source::Secret)]);
+    let grpc = |token: &str| {
+        let mut metadata = MetadataMap::new();
+        metadata.insert("authorization", format!("Bearer {token}").parse().unwrap());
+        auth.authenticate_grpc(&registry(), &metadata)
+    };
+    let caller = grpc(API_KEY).unwrap();
     assert_eq!(caller.name, "bot");
     assert_eq!(caller.end_user.as_deref(), Some("john"));
-    let status = authenticate(&registry(), &MetadataMap::new()).unwrap_err();
+    let caller = grpc(&sign(Algorithm::HS256, None, &claims("carol"))).unwrap();
+    assert_eq!(caller.name, "idp-carol");
+    assert_eq!(caller.person(), "carol");
+    let status = auth
+        .authenticate_grpc(&registry(), &MetadataMap::new())
+        .unwrap_err();
     assert_eq!(status.code(), tonic::Code::Unauthenticated);
-    assert_eq!(status.message(), "missing bearer API key");
+    let status = grpc("gate_not-a-known-key").unwrap_err();
+    assert_eq!(status.message(), "unknown API key");
 }
 
 #[test]

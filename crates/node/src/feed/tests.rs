@@ -107,6 +107,7 @@ impl Log {
             args_sha256: sha256_hex(arguments.as_bytes()),
             arguments,
             chain: PrincipalChain {
+                people: Vec::new(),
                 end_user: None,
                 agent: "bot".into(),
                 a2a_peer: None,
@@ -142,6 +143,7 @@ impl Log {
             .args_sha256
             .clone();
         self.run(Command::Approve {
+            user: None,
             call_id: id.clone(),
             approver: "alice".into(),
             args_sha256: hash,
@@ -151,6 +153,7 @@ impl Log {
 
     fn cancel_command(id: &CallId) -> Command {
         Command::Cancel {
+            user: None,
             call_id: id.clone(),
             principal: "bot".into(),
             reason: "changed my mind".into(),

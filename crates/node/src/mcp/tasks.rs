@@ -77,6 +77,7 @@ pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<
         .propose(Command::Cancel {
             call_id: CallId(task_id.to_owned()),
             principal: agent.caller.name.clone(),
+            user: agent.caller.end_user.clone(),
             reason: "cancelled by the agent (tasks/cancel)".to_owned(),
         })
         .await

@@ -149,6 +149,11 @@ impl Pipeline {
         &self.cluster
     }
 
+    /// Who may call: API keys and the configured JWT issuers, for every front.
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.authenticator
+    }
+
     /// Authenticates a bearer token (an API key or a JWT), wherever it came from.
     pub fn authenticate_bearer(&self, token: Option<&str>) -> Result<Caller, AuthError> {
         let registry = self
@@ -377,10 +382,7 @@ impl Pipeline {
             .unwrap_or_else(PoisonError::into_inner);
         registry
             .call(&CallId(call_id.to_owned()))
-            .filter(|c| {
-                c.spec.chain.agent == caller.name
-                    || c.spec.chain.a2a_peer.as_deref() == Some(caller.name.as_str())
-            })
+            .filter(|c| c.spec.chain.owned_by(caller.owner()))
             .map(Envelope::of_record)
             .ok_or_else(|| GatewayError::not_found(format!("call {call_id} not found")))
     }
@@ -421,6 +423,7 @@ impl Pipeline {
             .propose(Command::Cancel {
                 call_id: CallId(call_id.to_owned()),
                 principal: caller.name.clone(),
+                user: caller.end_user.clone(),
                 reason: reason.to_owned(),
             })
             .await;

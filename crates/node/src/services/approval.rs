@@ -7,7 +7,7 @@
 
 use super::convert::{self, call_record_to};
 use super::status::{apply_error, write_error};
-use crate::auth::{Caller, authenticate};
+use crate::auth::{Authenticator, Caller};
 use crate::cluster::Cluster;
 use crate::feed::{CallFeed, ChangeKind, WatchEvent};
 use crate::telemetry;
@@ -28,14 +28,16 @@ const MAX_PAGE: usize = 1_000;
 #[derive(Debug, Clone)]
 pub struct Approvals {
     cluster: Cluster,
+    auth: Authenticator,
     feed: CallFeed,
     audit: AuditLog,
 }
 
 impl Approvals {
-    pub fn new(cluster: Cluster, feed: CallFeed, audit: AuditLog) -> Self {
+    pub fn new(cluster: Cluster, auth: Authenticator, feed: CallFeed, audit: AuditLog) -> Self {
         Approvals {
             cluster,
+            auth,
             feed,
             audit,
         }
@@ -43,7 +45,7 @@ impl Approvals {
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let registry = self.cluster.registry.read().expect("registry lock");
-        authenticate(&registry, request.metadata())
+        self.auth.authenticate_grpc(&registry, request.metadata())
     }
 
     /// The call, if it exists and its tenant is one the caller holds a role in.
@@ -362,6 +364,7 @@ impl ApprovalService for Approvals {
         }
         let command = Command::Approve {
             call_id: call.spec.id,
+            user: caller.token_subject().map(str::to_owned),
             approver: caller.name,
             args_sha256: request.args_sha256,
             note: request.note,
@@ -387,6 +390,7 @@ impl ApprovalService for Approvals {
         }
         let command = Command::Reject {
             call_id: call.spec.id,
+            user: caller.token_subject().map(str::to_owned),
             approver: caller.name,
             reason: request.reason,
         };
@@ -404,9 +408,18 @@ impl ApprovalService for Approvals {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         let call = self.visible_call(&caller, &request.call_id)?;
-        // Whether the caller is of the call's chain is the registry's guard to check.
+        // A call is its own user's: another user behind the same principal does not see it.
+        // Whether an approver is of the call's chain is the registry's guard to check.
+        if !call.spec.chain.owned_by(caller.owner())
+            && require_reviewer(&caller, &call.spec.tenant).is_err()
+        {
+            return Err(apply_error(&ApplyError::NotFound {
+                what: format!("call {}", request.call_id),
+            }));
+        }
         let command = Command::Cancel {
             call_id: call.spec.id,
+            user: caller.end_user.clone(),
             principal: caller.name,
             reason: request.reason,
         };
@@ -473,6 +486,7 @@ mod tests {
                 arguments: "{}".into(),
                 args_sha256: "44136fa3".into(),
                 chain: PrincipalChain {
+                    people: Vec::new(),
                     end_user: Some("john".into()),
                     agent: "bot".into(),
                     a2a_peer: None,

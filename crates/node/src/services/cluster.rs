@@ -3,7 +3,7 @@
 //! the call on, with the caller's credentials.
 
 use super::status::write_error;
-use crate::auth::{Caller, authenticate, bearer};
+use crate::auth::{Authenticator, Caller, bearer};
 use crate::cluster::Cluster;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -23,6 +23,7 @@ const MEMBERSHIP_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub struct Membership {
     cluster: Cluster,
+    auth: Authenticator,
     /// One membership change at a time.
     changing: Arc<tokio::sync::Mutex<()>>,
     /// A peer that answered within this window counts as reachable.
@@ -37,9 +38,10 @@ struct View {
 }
 
 impl Membership {
-    pub fn new(cluster: Cluster, reachable_window: Duration) -> Self {
+    pub fn new(cluster: Cluster, auth: Authenticator, reachable_window: Duration) -> Self {
         Membership {
             cluster,
+            auth,
             changing: Arc::default(),
             reachable_window,
         }
@@ -47,7 +49,7 @@ impl Membership {
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let registry = self.cluster.registry.read().expect("registry lock");
-        authenticate(&registry, request.metadata())
+        self.auth.authenticate_grpc(&registry, request.metadata())
     }
 
     fn view(&self) -> View {

@@ -2,7 +2,7 @@
 //! the call to [`Pipeline`]; the envelope comes back as the pipeline made it.
 
 use super::convert::{approval_mode_to, call_record_to, call_state_to};
-use crate::auth::{Caller, authenticate};
+use crate::auth::Caller;
 use crate::pipeline::{CallInput, Envelope, GatewayError, Pipeline};
 use crate::telemetry;
 use gatehouse_proto::v1 as pb;
@@ -29,7 +29,9 @@ impl Gateway {
             .registry
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        authenticate(&registry, request.metadata())
+        self.pipeline
+            .authenticator()
+            .authenticate_grpc(&registry, request.metadata())
     }
 }
 
@@ -139,6 +141,7 @@ mod tests {
             arguments: "{}".into(),
             args_sha256: String::new(),
             chain: PrincipalChain {
+                people: Vec::new(),
                 end_user: None,
                 agent: "bot".into(),
                 a2a_peer: None,
@@ -188,6 +191,7 @@ mod tests {
         call.state = CallState::Rejected;
         call.outcome = None;
         call.rejections.push(Verdict {
+            person: None,
             principal: "alice".into(),
             at: 2_000,
             note: "not today".into(),

@@ -3,7 +3,7 @@
 
 use super::convert::{self, page_after, page_token};
 use super::status::write_error;
-use crate::auth::{Caller, authenticate};
+use crate::auth::{Authenticator, Caller};
 use crate::cluster::Cluster;
 use gatehouse_audit::{self as audit, AuditLog, Entry};
 use gatehouse_proto::v1 as pb;
@@ -20,12 +20,17 @@ const MAX_PAGE: usize = 1_000;
 #[derive(Debug, Clone)]
 pub struct Registry {
     cluster: Cluster,
+    auth: Authenticator,
     audit: AuditLog,
 }
 
 impl Registry {
-    pub fn new(cluster: Cluster, audit: AuditLog) -> Self {
-        Registry { cluster, audit }
+    pub fn new(cluster: Cluster, auth: Authenticator, audit: AuditLog) -> Self {
+        Registry {
+            cluster,
+            auth,
+            audit,
+        }
     }
 
     /// Audits an admin change, one entry per resource, durably before the answer.
@@ -54,7 +59,7 @@ impl Registry {
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let registry = self.cluster.registry.read().expect("registry lock");
-        authenticate(&registry, request.metadata())
+        self.auth.authenticate_grpc(&registry, request.metadata())
     }
 
     async fn maybe_linearizable(&self, wanted: bool) -> Result<(), Status> {

@@ -3,7 +3,7 @@
 //! one applied index, and it is streamed in chunks well under the gRPC message limit.
 
 use super::status::write_error;
-use crate::auth::authenticate;
+use crate::auth::Authenticator;
 use crate::backup::{FORMAT, Header};
 use crate::cluster::{Cluster, now_ms};
 use futures::Stream;
@@ -20,11 +20,12 @@ pub const CHUNK_BYTES: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Snapshots {
     cluster: Cluster,
+    auth: Authenticator,
 }
 
 impl Snapshots {
-    pub fn new(cluster: Cluster) -> Self {
-        Snapshots { cluster }
+    pub fn new(cluster: Cluster, auth: Authenticator) -> Self {
+        Snapshots { cluster, auth }
     }
 
     /// The registry's bytes and applied index, read after every write committed so far.
@@ -77,7 +78,9 @@ impl SnapshotService for Snapshots {
                 .registry
                 .read()
                 .map_err(|_| Status::internal("the registry lock is poisoned"))?;
-            authenticate(&registry, request.metadata())?.require_cluster(&[Role::Admin])?;
+            self.auth
+                .authenticate_grpc(&registry, request.metadata())?
+                .require_cluster(&[Role::Admin])?;
         }
         let (body, index) = self.read_state().await?;
         let term = self.cluster.raft.metrics().borrow().current_term;

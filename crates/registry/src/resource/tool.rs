@@ -316,7 +316,10 @@ mod tests {
         let mut idempotent = hints(Some(false), Some(true), None);
         idempotent.idempotent_hint = Some(true);
         let hinted = tool(Some(idempotent), None);
-        assert!(!hinted.idempotent(false), "an untrusted upstream's hint counts");
+        assert!(
+            !hinted.idempotent(false),
+            "an untrusted upstream's hint counts"
+        );
         assert!(hinted.idempotent(true));
         let denied = ToolSpec {
             idempotent: Some(false),

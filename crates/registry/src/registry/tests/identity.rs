@@ -63,7 +63,14 @@ fn two_keys_of_one_person_count_as_one_approval() {
     assert_eq!(h.state_of(&id), CallState::Pending);
     h.approve(&id, "bob").unwrap();
     assert_eq!(h.state_of(&id), CallState::Approved);
-    let people: Vec<&str> = h.registry.call(&id).unwrap().approvals.iter().map(Verdict::person).collect();
+    let people: Vec<&str> = h
+        .registry
+        .call(&id)
+        .unwrap()
+        .approvals
+        .iter()
+        .map(Verdict::person)
+        .collect();
     assert_eq!(people, ["alice", "bob"]);
 }
 
@@ -88,7 +95,9 @@ fn subjects_of_one_issuer_wide_approver_are_distinct_people() {
 #[test]
 fn the_people_recorded_at_proposal_are_in_the_chain() {
     let mut h = with_approvers(vec![approver("erin-approver", Some("erin"), None)]);
-    let id = h.propose_with(None, "{}", 1, |call| call.chain.people = vec!["erin".into()]);
+    let id = h.propose_with(None, "{}", 1, |call| {
+        call.chain.people = vec!["erin".into()]
+    });
     assert!(matches!(
         h.approve(&id, "erin-approver"),
         Err(ApplyError::InChain { .. })

@@ -33,7 +33,8 @@ pub const OTHER: &str = "other";
 
 /// Destructive and not idempotent: a call left executing by a lost home becomes unknown.
 pub const DROP_TABLE: &str = "ops.drop_table";
-/// Destructive but idempotent (`idempotentHint: true`): a new home may claim it again.
+/// Destructive but declared idempotent by the admin (`idempotent: true`): a new home may claim
+/// it again.
 pub const SET_FLAG: &str = "ops.set_flag";
 // The upstream names them by the part after `ops.`: `drop_table`, `set_flag` (for `hold`).
 
@@ -195,7 +196,7 @@ fn resources(upstream_url: &str, approvals: Approvals) -> Vec<pb::Resource> {
                     "properties": {"flag": {"type": "string"}, "on": {"type": "boolean"}},
                     "required": ["flag"],
                 },
-                "annotations": {"idempotentHint": true},
+                "idempotent": true,
                 "approvalMode": "destructive",
             }),
         ),
@@ -501,6 +502,13 @@ pub struct Roles {
 /// A three-node cluster (`NODES`) with the fixture applied and acme settled on its home.
 pub fn start(approvals: Approvals) -> anyhow::Result<(TestCluster, Flow)> {
     let cluster = TestCluster::new(&NODES)?;
+    let flow = Flow::setup_with(&cluster, approvals)?;
+    Ok((cluster, flow))
+}
+
+/// A one-node cluster with the fixture applied: for attacks that need no failover.
+pub fn start_one(approvals: Approvals) -> anyhow::Result<(TestCluster, Flow)> {
+    let cluster = TestCluster::new(&[1])?;
     let flow = Flow::setup_with(&cluster, approvals)?;
     Ok((cluster, flow))
 }

@@ -21,7 +21,7 @@ pub use upstream::{Invocation, RecordingUpstream};
 
 use anyhow::{Context, bail};
 use gatehouse_actors::ActorSettings;
-use gatehouse_node::config::{JoinKey, RaftTimings, ServeConfig, Start};
+use gatehouse_node::config::{JoinKey, JwtIssuerConfig, RaftTimings, ServeConfig, Start};
 use gatehouse_node::server::{self, NodeHandle};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -67,6 +67,8 @@ pub struct TestCluster {
     running: BTreeMap<u64, Running>,
     addrs: BTreeMap<u64, SocketAddr>,
     admin_key: String,
+    /// The JWT issuers every node accepts.
+    jwt: Vec<JwtIssuerConfig>,
     /// Drives the test's own gRPC clients.
     client_rt: tokio::runtime::Runtime,
 }
@@ -86,6 +88,15 @@ impl TestCluster {
     }
 
     pub fn with_timings(ids: &[u64], timings: RaftTimings) -> anyhow::Result<Self> {
+        Self::with_jwt(ids, timings, Vec::new())
+    }
+
+    /// A cluster whose nodes also accept JWTs of `jwt`'s issuers, on every front.
+    pub fn with_jwt(
+        ids: &[u64],
+        timings: RaftTimings,
+        jwt: Vec<JwtIssuerConfig>,
+    ) -> anyhow::Result<Self> {
         // Node logs go to the test's output, shown for failing tests; RUST_LOG sets the level.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -102,6 +113,7 @@ impl TestCluster {
             running: BTreeMap::new(),
             addrs: BTreeMap::new(),
             admin_key: String::new(),
+            jwt,
             client_rt: tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -169,7 +181,7 @@ impl TestCluster {
             start,
             raft: self.timings,
             actors: fast_actors(self.timings),
-            jwt: Vec::new(),
+            jwt: self.jwt.clone(),
             mcp: Default::default(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             a2a: Default::default(),

@@ -720,7 +720,13 @@ fn a_watcher_on_a_node_that_installs_a_snapshot_resyncs() -> anyhow::Result<()> 
     let admin = cluster.admin(leader);
     let index = cluster.block_on(admin.apply(vec![
         resource("Tenant", "acme", serde_json::json!({})),
-        principal("bot", BOT, serde_json::json!({"acme": ["agent"]}), None),
+        // bot acts for john, as the calls `bot_call` makes say.
+        principal(
+            "bot",
+            BOT,
+            serde_json::json!({"acme": ["agent"]}),
+            Some("john"),
+        ),
         principal(
             "alice",
             ALICE,

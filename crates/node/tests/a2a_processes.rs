@@ -257,7 +257,14 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
         let out = cli(
             &nodes[0].grpc,
             APPROVER_KEY,
-            &["approvals", "approve", "--reason", "checked", &task_id],
+            &[
+                "approvals",
+                "approve",
+                "--yes",
+                "--reason",
+                "checked",
+                &task_id,
+            ],
         );
         out.status.success().then_some(())
     });

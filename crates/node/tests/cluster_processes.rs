@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, cli, ok, serve, status_until};
+use common::{BIN, cli, cli_answering, ok, serve, status_until};
 
 #[test]
 fn the_cluster_survives_a_sigkilled_leader_process() {
@@ -386,11 +386,42 @@ fn the_dev_cluster_walks_a_destructive_call_through_approval() {
     assert!(!own.status.success(), "the call's own agent approved it");
     assert!(String::from_utf8_lossy(&own.stderr).contains("PermissionDenied"));
 
-    ok(cli(
+    // The approver approves what it was shown: with no answer, a "no", or a hash other than
+    // the call's, nothing is approved; a "y" to the shown tool and arguments approves.
+    let approve = ["approvals", "approve", &id, "--reason", "checked"];
+    for (answer, extra) in [("", None), ("n\n", None), ("", Some("0".repeat(64)))] {
+        let mut args = approve.to_vec();
+        if let Some(hash) = &extra {
+            args.extend(["--args-sha256", hash]);
+        }
+        let refused = cli_answering(&node.grpc, &approver, &args, answer);
+        assert!(
+            !refused.status.success(),
+            "approved with {answer:?} {extra:?}"
+        );
+    }
+    let unanswered = cli_answering(&node.grpc, &approver, &approve, "");
+    let asked = String::from_utf8_lossy(&unanswered.stderr);
+    assert!(
+        asked.contains("demo.transfer")
+            && asked.contains(r#"{"amount":25,"from":"alice","to":"bob"}"#)
+            && asked.contains("destructive")
+            && asked.contains("--args-sha256"),
+        "the prompt shows tool, arguments and mode, and says how to script it: {asked}"
+    );
+    let record = ok(cli(
         &node.grpc,
         &approver,
-        &["approvals", "approve", &id, "--reason", "checked"],
+        &["-o", "json", "approvals", "get", &id],
     ));
+    assert!(record.contains(r#""state":"pending""#), "{record}");
+    let approved = ok(cli_answering(&node.grpc, &approver, &approve, "y\n"));
+    assert!(
+        approved.contains(&format!(
+            "approved {id} of tool demo.transfer (mode destructive)"
+        )),
+        "{approved}"
+    );
     let out = ok(waiting.wait_with_output().expect("call --wait ends"));
     assert!(out.contains(&id) && out.contains("succeeded"), "{out}");
     let ledger: Value = serde_json::from_slice(&std::fs::read(&ledger_path).unwrap()).unwrap();

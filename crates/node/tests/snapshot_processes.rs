@@ -265,6 +265,7 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
         &[
             "approvals",
             "approve",
+            "--yes",
             &pending,
             "--reason",
             "after restore",

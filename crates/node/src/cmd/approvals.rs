@@ -44,11 +44,21 @@ pub enum ApprovalsCommand {
     },
     /// Show one call.
     Get { id: String },
-    /// Approve a call, bound to the arguments it has now.
+    /// Approve a call. It shows the tool, the mode and the arguments and asks you to confirm;
+    /// the approval is bound to the arguments you saw.
     Approve {
         id: String,
+        /// Why you approve; kept in the call's record and the audit log.
         #[arg(long)]
         reason: String,
+        /// Approve without asking, only if the call still has exactly the arguments whose
+        /// SHA-256 `approvals get` showed you.
+        #[arg(long, value_name = "SHA256", conflicts_with = "yes")]
+        args_sha256: Option<String>,
+        /// Approve the arguments the call has now without asking (for scripts); what was
+        /// approved is printed all the same.
+        #[arg(long)]
+        yes: bool,
     },
     /// Reject a call; one rejection is final.
     Reject {
@@ -110,13 +120,23 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
             }
             Ok(ExitCode::SUCCESS)
         }
-        ApprovalsCommand::Approve { id, reason } => {
+        ApprovalsCommand::Approve {
+            id,
+            reason,
+            args_sha256,
+            yes,
+        } => {
             let mut client = connect(remote).await?;
             let seen = get(&mut client, id.clone()).await?;
+            let args_sha256 = match args_sha256 {
+                Some(hash) => hash,
+                None if yes => seen.args_sha256.clone(),
+                None => confirm(&seen)?,
+            };
             let answer = client
                 .approve(pb::ApproveCallRequest {
                     call_id: id,
-                    args_sha256: seen.args_sha256.clone(),
+                    args_sha256: args_sha256.clone(),
                     note: reason,
                 })
                 .await
@@ -125,8 +145,11 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
             let call = answer.call.unwrap_or_default();
             if out == Output::Text {
                 println!(
-                    "approved {} of tool {} with arguments sha256 {}",
-                    call.call_id, seen.tool, seen.args_sha256
+                    "approved {} of tool {} (mode {}) with arguments {} (sha256 {args_sha256})",
+                    call.call_id,
+                    call.tool,
+                    print::mode_name(call.effective_mode),
+                    call.args_json,
                 );
             }
             decided(out, &call, answer.log_index);
@@ -176,6 +199,33 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
             decided(out, &answer.call.unwrap_or_default(), answer.log_index);
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// Shows the call to the approver (on stderr, so `-o json` stays clean) and asks for a yes on
+/// stdin: the arguments' hash it answers with is the one that was shown.
+fn confirm(call: &pb::CallRecord) -> anyhow::Result<String> {
+    use std::io::{BufRead, Write};
+    let mut err = std::io::stderr().lock();
+    write!(
+        err,
+        "{}\nApprove call {} of tool {} (mode {}) with the arguments above? [y/N] ",
+        details(call),
+        call.call_id,
+        call.tool,
+        print::mode_name(call.effective_mode),
+    )?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(call.args_sha256.clone()),
+        "" => anyhow::bail!(
+            "not approved: no answer came. In a script, pass --args-sha256 with the hash \
+             `approvals get {}` showed, or --yes",
+            call.call_id
+        ),
+        _ => anyhow::bail!("not approved"),
     }
 }
 

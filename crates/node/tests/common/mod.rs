@@ -115,6 +115,25 @@ pub fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
         .expect("the CLI runs")
 }
 
+/// The command line against `addr` as `token`, with `input` on its standard input.
+pub fn cli_answering(addr: &str, token: &str, args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args(["--addr", addr, "--token", token])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the CLI runs");
+    let mut stdin = child.stdin.take().expect("a piped stdin");
+    stdin
+        .write_all(input.as_bytes())
+        .expect("the CLI reads its input");
+    drop(stdin);
+    child.wait_with_output().expect("the CLI ends")
+}
+
 /// What a command printed, after checking it succeeded.
 pub fn ok(out: Output) -> String {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -153,6 +153,7 @@ fn two_approver_keys_of_one_person_do_not_make_two_approvals() {
     let record = flow::record(&cluster, &id).unwrap();
     assert_eq!(record.state, CallState::Pending);
     assert_eq!(record.approvals.len(), 1);
+    assert_eq!(record.approvals[0].person(), "alice");
     assert_eq!(flow.upstream.executions(), 0);
 
     // A second person completes it, and it runs once.
@@ -268,6 +269,7 @@ fn a_jwt_approver_approves_over_grpc_as_the_person_it_names() {
     let record = approve(&cluster, 1, &token("erin"), &id).unwrap();
     assert_eq!(record.approvals.len(), 1);
     assert_eq!(record.approvals[0].principal, "reviewers");
+    assert_eq!(record.approvals[0].person, "erin");
     wait_state(&cluster, &id, CallState::Succeeded, WAIT).unwrap();
     assert_eq!(flow.upstream.count_for(&id), 1);
 }

@@ -114,6 +114,9 @@ pub enum Command {
     LoadToolset {
         tenant: String,
         principal: String,
+        /// The end user the principal loads it for; absent for a principal acting for none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
         toolset: String,
         include_write_tools: bool,
     },

@@ -459,7 +459,7 @@ impl Pipeline {
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         registry
-            .visible_tools(tenant, &caller.name)
+            .visible_tools_for(tenant, caller.owner())
             .into_iter()
             .map(|(name, spec)| (name.to_owned(), spec.clone()))
             .collect()
@@ -493,6 +493,7 @@ impl Pipeline {
             .propose(Command::LoadToolset {
                 tenant: tenant.to_owned(),
                 principal: caller.name.clone(),
+                user: caller.end_user.clone(),
                 toolset: toolset.to_owned(),
                 include_write_tools,
             })

@@ -106,12 +106,14 @@ impl Approvals {
     /// The decision, taken or refused, is audited durably before the answer. It runs in a
     /// `decide` span in the call's trace.
     async fn decide(&self, command: Command, id: &str) -> Result<(pb::CallRecord, u64), Status> {
-        let (decision, principal) = match &command {
-            Command::Approve { approver, .. } => ("approve", approver.clone()),
-            Command::Reject { approver, .. } => ("reject", approver.clone()),
-            Command::Cancel { principal, .. } => ("cancel", principal.clone()),
-            Command::Resolve { approver, .. } => ("resolve", approver.clone()),
-            _ => ("decide", String::new()),
+        let (decision, principal, user) = match &command {
+            Command::Approve { approver, user, .. } => ("approve", approver.clone(), user.clone()),
+            Command::Reject { approver, user, .. } => ("reject", approver.clone(), user.clone()),
+            Command::Cancel {
+                principal, user, ..
+            } => ("cancel", principal.clone(), user.clone()),
+            Command::Resolve { approver, .. } => ("resolve", approver.clone(), None),
+            _ => ("decide", String::new(), None),
         };
         let span = tracing::info_span!(
             "decide",
@@ -129,7 +131,9 @@ impl Approvals {
             )
         };
         telemetry::continue_trace(&span, parent);
-        self.decide_in_span(command, id, decision, principal)
+        let mut chain = vec![format!("approver:{principal}")];
+        chain.extend(user.map(|u| format!("user:{u}")));
+        self.decide_in_span(command, id, decision, chain)
             .instrument(span)
             .await
     }
@@ -139,7 +143,7 @@ impl Approvals {
         command: Command,
         id: &str,
         decision: &str,
-        principal: String,
+        chain: Vec<String>,
     ) -> Result<(pb::CallRecord, u64), Status> {
         let written = self.cluster.propose(command).await;
         let (result, outcome, tenant, mode, args, trace) = {
@@ -177,7 +181,7 @@ impl Approvals {
         let entry = Entry {
             kind: Kind::Approval,
             tenant,
-            chain: vec![format!("approver:{principal}")],
+            chain,
             mode,
             decision: Some(decision.to_owned()),
             call_id: Some(id.to_owned()),

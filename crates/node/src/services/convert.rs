@@ -139,6 +139,7 @@ pub fn call_record_to(call: &gatehouse_registry::Call) -> pb::CallRecord {
     use gatehouse_registry::call::Verdict;
     use gatehouse_registry::{CallState, Outcome};
     let action = |v: &Verdict| pb::ApprovalAction {
+        person: v.person().to_owned(),
         principal: v.principal.clone(),
         at_unix_ms: v.at as i64,
         note: v.note.clone(),
@@ -154,6 +155,7 @@ pub fn call_record_to(call: &gatehouse_registry::Call) -> pb::CallRecord {
             principal: principal.to_owned(),
             at_unix_ms: call.updated_at as i64,
             note: note.to_owned(),
+            person: String::new(),
         })
     };
     let spec = &call.spec;

@@ -66,7 +66,8 @@ struct State {
     requests: BTreeMap<Uuid, AppliedRequest>,
     /// Every node id ever admitted, with the address it joined with.
     nodes: BTreeMap<NodeId, String>,
-    /// (tenant, principal) to the toolsets it loaded, each with whether its write tools came too.
+    /// (tenant, owner slot: the principal, or the principal and end user) to the toolsets it
+    /// loaded, each with whether its write tools came too.
     #[serde(default, with = "pairs")]
     toolsets: BTreeMap<(String, String), BTreeMap<String, bool>>,
 }
@@ -183,9 +184,16 @@ impl Registry {
             Command::LoadToolset {
                 tenant,
                 principal,
+                user,
                 toolset,
                 include_write_tools,
-            } => self.load_toolset(tenant, principal, toolset, *include_write_tools)?,
+            } => self.load_toolset(
+                tenant,
+                principal,
+                user.as_deref(),
+                toolset,
+                *include_write_tools,
+            )?,
             // Each proposal is applied (and deduplicated) on its own; a nested batch is refused
             // like any other bad command, so apply never recurses more than once.
             Command::Batch { proposals } => Response::Batch {

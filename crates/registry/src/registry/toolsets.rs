@@ -5,6 +5,7 @@
 
 use super::Registry;
 use crate::error::ApplyError;
+use crate::identity::Owner;
 use crate::mode::ApprovalMode;
 use crate::policy::{applicable, permitted};
 use crate::resource::{Role, ToolSpec};
@@ -47,14 +48,31 @@ impl Registry {
             .collect()
     }
 
-    /// What `principal` sees in `tools/list` for `tenant`, in name order: the tools its roles
-    /// may call, narrowed to its loaded toolsets when the tenant's policies name default ones.
-    /// Empty for a principal that is not an agent of the tenant.
+    /// What `principal`, acting for no end user, sees in `tools/list` for `tenant`.
     pub fn visible_tools<'a>(
         &'a self,
         tenant: &'a str,
         principal: &str,
     ) -> Vec<(&'a str, &'a ToolSpec)> {
+        self.visible_tools_for(
+            tenant,
+            Owner {
+                principal,
+                end_user: None,
+            },
+        )
+    }
+
+    /// What `owner` sees in `tools/list` for `tenant`, in name order: the tools its principal's
+    /// roles may call, narrowed to the toolsets loaded (by this principal for this end user) when
+    /// the tenant's policies name default ones. Empty for a principal that is not an agent of
+    /// the tenant.
+    pub fn visible_tools_for<'a>(
+        &'a self,
+        tenant: &'a str,
+        owner: Owner<'_>,
+    ) -> Vec<(&'a str, &'a ToolSpec)> {
+        let principal = owner.principal;
         let Some(spec) = self.principal(principal) else {
             return Vec::new();
         };
@@ -71,11 +89,7 @@ impl Registry {
             }
         }
         let defaults_named = !loaded.is_empty();
-        if let Some(own) = self
-            .state
-            .toolsets
-            .get(&(tenant.to_owned(), principal.to_owned()))
-        {
+        if let Some(own) = self.state.toolsets.get(&(tenant.to_owned(), owner.slot())) {
             for (name, write) in own {
                 *loaded.entry(name.as_str()).or_default() |= *write;
             }
@@ -118,10 +132,13 @@ impl Registry {
         sets.into_values().collect()
     }
 
+    /// Loads a toolset for `principal` acting for `user`: another end user behind the same
+    /// principal keeps its own view.
     pub(super) fn load_toolset(
         &mut self,
         tenant: &str,
         principal: &str,
+        user: Option<&str>,
         toolset: &str,
         include_write_tools: bool,
     ) -> Result<crate::command::Response, ApplyError> {
@@ -145,7 +162,14 @@ impl Registry {
         let write = self
             .state
             .toolsets
-            .entry((tenant.to_owned(), principal.to_owned()))
+            .entry((
+                tenant.to_owned(),
+                Owner {
+                    principal,
+                    end_user: user,
+                }
+                .slot(),
+            ))
             .or_default()
             .entry(toolset.to_owned())
             .or_default();
@@ -235,9 +259,20 @@ spec: {approvalMode: read_only}
         }
 
         fn load(&mut self, principal: &str, toolset: &str, write: bool) -> Result<(), ApplyError> {
+            self.load_for(principal, None, toolset, write)
+        }
+
+        fn load_for(
+            &mut self,
+            principal: &str,
+            user: Option<&str>,
+            toolset: &str,
+            write: bool,
+        ) -> Result<(), ApplyError> {
             self.apply(Command::LoadToolset {
                 tenant: "acme".into(),
                 principal: principal.into(),
+                user: user.map(str::to_owned),
                 toolset: toolset.into(),
                 include_write_tools: write,
             })
@@ -276,6 +311,23 @@ spec:
             ]
         );
         assert!(f.registry.visible_tools("acme", "nobody").is_empty());
+    }
+
+    #[test]
+    fn a_toolset_loaded_for_one_end_user_leaves_another_users_list_alone() {
+        let mut f = Fixture::new(DEFAULTS);
+        f.load_for("bot", Some("alice"), "finance", false).unwrap();
+        let seen = |f: &Fixture, user| -> Vec<String> {
+            let owner = Owner {
+                principal: "bot",
+                end_user: Some(user),
+            };
+            let visible = f.registry.visible_tools_for("acme", owner);
+            visible.into_iter().map(|(n, _)| n.to_owned()).collect()
+        };
+        assert_eq!(seen(&f, "alice"), ["billing.invoices", "crm.search"]);
+        assert_eq!(seen(&f, "bob"), ["crm.search"]);
+        assert_eq!(f.visible("bot"), ["crm.search"]);
     }
 
     #[test]

@@ -115,11 +115,13 @@ pub(super) fn details(call: &pb::CallRecord) -> String {
         call.approvals.len(),
         call.required_approvals
     );
-    for a in &call.approvals {
-        text += &format!("  approved by {}: {}\n", a.principal, a.note);
-    }
-    for r in &call.rejections {
-        text += &format!("  rejected by {}: {}\n", r.principal, r.note);
+    for (verb, actions) in [
+        ("approved", &call.approvals),
+        ("rejected", &call.rejections),
+    ] {
+        for a in actions {
+            text += &format!("  {verb} by {}: {}\n", who(a), a.note);
+        }
     }
     for (what, action) in [
         ("cancelled", &call.cancellation),
@@ -135,8 +137,17 @@ pub(super) fn details(call: &pb::CallRecord) -> String {
     text
 }
 
+/// The person who acted, and the principal they acted through when it has another name.
+fn who(a: &pb::ApprovalAction) -> String {
+    if a.person.is_empty() || a.person == a.principal {
+        a.principal.clone()
+    } else {
+        format!("{} (as {})", a.person, a.principal)
+    }
+}
+
 pub(super) fn action_json(a: &pb::ApprovalAction) -> Value {
-    json!({"principal": a.principal, "at_unix_ms": a.at_unix_ms, "note": a.note})
+    json!({"principal": a.principal, "person": a.person, "at_unix_ms": a.at_unix_ms, "note": a.note})
 }
 
 pub(super) fn record_json(call: &pb::CallRecord) -> Value {

@@ -216,6 +216,7 @@ fn an_untrusted_upstreams_idempotent_hint_does_not_resend_a_payment_after_its_ho
         "the new home settles the call",
         Duration::from_secs(60),
         || {
+            assert_eq!(upstream.count(&id), 1, "the payment was sent twice");
             let r = record(survivor, &id)?;
             (r["state"] != "executing").then_some(r)
         },

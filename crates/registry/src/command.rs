@@ -83,6 +83,9 @@ pub enum Command {
     Resolve {
         call_id: CallId,
         approver: String,
+        /// The subject of the token the approver signed in with, as for `Approve`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
         outcome: Outcome,
         note: String,
     },

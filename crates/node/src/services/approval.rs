@@ -112,7 +112,7 @@ impl Approvals {
             Command::Cancel {
                 principal, user, ..
             } => ("cancel", principal.clone(), user.clone()),
-            Command::Resolve { approver, .. } => ("resolve", approver.clone(), None),
+            Command::Resolve { approver, user, .. } => ("resolve", approver.clone(), user.clone()),
             _ => ("decide", String::new(), None),
         };
         let span = tracing::info_span!(
@@ -463,6 +463,7 @@ impl ApprovalService for Approvals {
         }
         let command = Command::Resolve {
             call_id: call.spec.id,
+            user: caller.token_subject().map(str::to_owned),
             approver: caller.name,
             outcome,
             note: request.note,

@@ -307,12 +307,20 @@ impl Registry {
         &mut self,
         id: &CallId,
         approver: &str,
+        user: Option<&str>,
         outcome: &Outcome,
         note: &str,
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::OutcomeUnknown], "resolved")?;
-        self.check_approver(call, approver, None)?;
+        // Saying what a call did is evidence about it: nobody of its chain may give it.
+        let person = self.check_approver(call, approver, user)?;
+        if call.spec.chain.includes(approver, &person) {
+            return Err(ApplyError::InChain {
+                principal: approver.to_owned(),
+                call: id.clone(),
+            });
+        }
         if note.trim().is_empty() {
             return Err(ApplyError::Refused {
                 reason: "resolving needs a note saying what really happened".to_owned(),

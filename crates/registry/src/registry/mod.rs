@@ -170,9 +170,10 @@ impl Registry {
             Command::Resolve {
                 call_id,
                 approver,
+                user,
                 outcome,
                 note,
-            } => self.resolve_unknown(call_id, approver, outcome, note, at)?,
+            } => self.resolve_unknown(call_id, approver, user.as_deref(), outcome, note, at)?,
             Command::Place {
                 tenant,
                 home,

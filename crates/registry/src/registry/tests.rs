@@ -558,6 +558,7 @@ fn a_lost_home_leaves_a_non_idempotent_call_unknown_until_resolved() {
     });
     assert_eq!(h.state_of(&id), CallState::OutcomeUnknown);
     let err = h.refused(Command::Resolve {
+        user: None,
         call_id: id.clone(),
         approver: "alice".into(),
         outcome: done(),
@@ -565,6 +566,7 @@ fn a_lost_home_leaves_a_non_idempotent_call_unknown_until_resolved() {
     });
     assert!(matches!(err, ApplyError::Refused { .. }));
     h.ok(Command::Resolve {
+        user: None,
         call_id: id.clone(),
         approver: "alice".into(),
         outcome: done(),

@@ -150,3 +150,36 @@ fn only_the_calls_own_end_user_may_cancel_it() {
     h.ok(cancel("john"));
     assert_eq!(h.state_of(&id), CallState::Cancelled);
 }
+
+#[test]
+fn nobody_of_the_chain_may_resolve_what_the_call_did() {
+    let mut h = with_approvers(vec![approver("john-oncall", Some("john"), None)]);
+    let id = h.propose(None, "{}", 1);
+    h.approve(&id, "alice").unwrap();
+    h.claim(&id, 1, 1, "c1").unwrap();
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    h.ok(Command::MarkUnknown {
+        call_id: id.clone(),
+        node: 2,
+        epoch: 2,
+    });
+    let resolve = |who: &str| Command::Resolve {
+        call_id: id.clone(),
+        approver: who.into(),
+        user: None,
+        outcome: Outcome::Failed {
+            error: "never charged".into(),
+        },
+        note: "checked the processor".into(),
+    };
+    assert!(matches!(
+        h.refused(resolve("john-oncall")),
+        ApplyError::InChain { .. }
+    ));
+    h.ok(resolve("bob"));
+    assert_eq!(h.state_of(&id), CallState::Failed);
+}

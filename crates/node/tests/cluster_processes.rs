@@ -276,6 +276,8 @@ struct Dev {
     child: Child,
     grpc: String,
     credentials: Value,
+    /// What it printed on start, up to its last line.
+    banner: String,
 }
 
 impl Drop for Dev {
@@ -297,10 +299,15 @@ fn dev(dir: &Path) -> Dev {
         .expect("gatehouse dev starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut grpc = None;
+    let mut banner = String::new();
     for line in lines.by_ref() {
         let line = line.unwrap_or_default();
+        banner.push_str(&line);
+        banner.push('\n');
         if let Some(addr) = line.trim().strip_prefix("gRPC") {
             grpc = Some(addr.trim().to_owned());
+        }
+        if line.starts_with("Ctrl-C stops the node") {
             break;
         }
     }
@@ -316,6 +323,7 @@ fn dev(dir: &Path) -> Dev {
         child,
         grpc,
         credentials,
+        banner,
     }
 }
 
@@ -328,6 +336,11 @@ fn the_dev_cluster_walks_a_destructive_call_through_approval() {
     let dir = tempfile::tempdir().unwrap();
     let node = dev(dir.path());
     let key = |who: &str| node.credentials[who].as_str().unwrap().to_owned();
+    // The banner names the keys' file and prints none of them.
+    assert!(node.banner.contains("credentials.json"), "{}", node.banner);
+    for who in ["admin", "agent", "approver"] {
+        assert!(!node.banner.contains(&key(who)), "{who}: {}", node.banner);
+    }
     let (agent, approver) = (key("agent"), key("approver"));
     assert!(key("admin").starts_with("gate_"));
 
@@ -375,7 +388,7 @@ fn the_dev_cluster_walks_a_destructive_call_through_approval() {
         assert!(Instant::now() < deadline, "no pending call listed");
         std::thread::park_timeout(Duration::from_millis(100));
     };
-    let ledger_path = dir.path().join("data/builtin/demo-ledger.json");
+    let ledger_path = dir.path().join("data/builtin/demo/demo-ledger.json");
     assert!(!ledger_path.exists(), "the transfer ran before approval");
 
     let own = cli(

@@ -18,6 +18,7 @@ pub mod glob;
 pub mod mode;
 pub mod plan;
 pub mod policy;
+pub mod redact;
 pub mod registry;
 pub mod resource;
 pub mod secrets;

@@ -116,6 +116,18 @@ impl TestCluster {
         )
     }
 
+    /// A cluster whose nodes all run with the operator's `grants` (credentials and built-in
+    /// tools per tenant).
+    pub fn with_grants(ids: &[u64], grants: Grants) -> anyhow::Result<Self> {
+        Self::with_options(
+            ids,
+            NodeOptions {
+                grants,
+                ..NodeOptions::default()
+            },
+        )
+    }
+
     /// A cluster whose nodes all run with `options`.
     pub fn with_options(ids: &[u64], options: NodeOptions) -> anyhow::Result<Self> {
         // Node logs go to the test's output, shown for failing tests; RUST_LOG sets the level.

@@ -10,8 +10,8 @@ use gatehouse_node::grants::{CredentialSource, Grants};
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
 use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_tests::TestCluster;
 use gatehouse_tests::flow::{call_tool, resource};
-use gatehouse_tests::{NodeOptions, TestCluster};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -115,13 +115,7 @@ fn start() -> anyhow::Result<(TestCluster, tempfile::TempDir)> {
             CredentialSource::File(credential),
             &[FRONT],
         );
-    let cluster = TestCluster::with_options(
-        &[1],
-        NodeOptions {
-            grants,
-            ..NodeOptions::default()
-        },
-    )?;
+    let cluster = TestCluster::with_grants(&[1], grants)?;
     let node_url = format!("http://{}", cluster.node(1).http_addr);
     let index = cluster.block_on(cluster.admin(1).apply(resources(&node_url)))?;
     cluster.wait_for_applied(1, index, SETTLE)?;

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, cli, ok, serve, status_until};
+use common::{BIN, cli, examples_credentials, ok, serve, status_until};
 
 #[test]
 fn the_cluster_survives_a_sigkilled_leader_process() {
     let dir = tempfile::tempdir().unwrap();
-    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    // The examples' upstream names the operator's credential `billing`.
+    let [flag, credentials] = examples_credentials(dir.path());
+    let first = serve(1, dir.path(), &["--bootstrap", &flag, &credentials], None);
     let key_file = dir.path().join("node-1/admin.key");
     let token = std::fs::read_to_string(&key_file)
         .unwrap()
@@ -27,7 +29,12 @@ fn the_cluster_survives_a_sigkilled_leader_process() {
 
     let mut nodes = vec![first];
     for id in [2, 3] {
-        let node = serve(id, dir.path(), &["--join", &nodes[0].grpc], Some(&token));
+        let node = serve(
+            id,
+            dir.path(),
+            &["--join", &nodes[0].grpc, &flag, &credentials],
+            Some(&token),
+        );
         nodes.push(node);
     }
     let addr = nodes[0].grpc.clone();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, Node, cli, ok, serve};
+use common::{BIN, Node, cli, examples_credentials, ok, serve};
 
 const AGENT_KEY: &str = "gate_snapshot-agent-00000000000000000000000";
 const APPROVER_KEY: &str = "gate_snapshot-approver-00000000000000000000";
@@ -95,22 +95,11 @@ fn stderr(out: &Output) -> String {
 /// What the operator grants on every node: the demo tenant's built-in tools, and the credential
 /// `billing` that examples/gateway's upstream names.
 fn grants(dir: &Path) -> Vec<String> {
-    let credentials = dir.join("credentials.toml");
-    std::fs::write(
-        &credentials,
-        "[[credential]]\nname = \"billing\"\nenv = \"BILLING_TOKEN\"\ntenants = [\"globex\"]\n",
-    )
-    .unwrap();
-    [
-        "--builtin",
-        "demo:echo",
-        "--builtin",
-        "demo:transfer",
-        "--credentials-file",
-        credentials.to_str().unwrap(),
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    let mut flags = ["--builtin", "demo:echo", "--builtin", "demo:transfer"]
+        .map(str::to_owned)
+        .to_vec();
+    flags.extend(examples_credentials(dir));
+    flags
 }
 
 /// `flags` and then the grants' flags.

@@ -13,6 +13,7 @@ use gatehouse_node::executor::builtin::{BuiltinTool, Ledger, ledger_path, tenant
 use gatehouse_node::grants::{CredentialSource, Grants};
 use gatehouse_node::metrics::{MetricsSettings, ScrapeToken};
 use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::{Command, Proposal, Resource};
 use gatehouse_tests::flow::{call_tool, resource};
@@ -630,6 +631,22 @@ fn an_upstream_url_password_never_reaches_an_agent() -> anyhow::Result<()> {
         )),
         stored(&read_only_tool("svc.get", "acme")),
     ])?;
+    // Read back from the registry, the key is its admin's to see, not its agent's.
+    let url_as = |key: &str| -> anyhow::Result<String> {
+        let resource = fixture.cluster.block_on(read_upstream(
+            fixture.cluster.addr(1),
+            key,
+            "acme",
+            "keyed",
+        ))?;
+        let spec: Value = serde_json::from_str(&resource.spec_json)?;
+        Ok(spec["url"].as_str().unwrap_or_default().to_owned())
+    };
+    assert!(url_as(ACME_ADMIN)?.contains("api_key=k3y-s3cret"));
+    assert_eq!(
+        url_as(ACME_BOT)?,
+        format!("http://{closed}/api?api_key=redacted&region=eu")
+    );
     for (tool, secret) in [("keyed.get", "k3y-s3cret"), ("svc.get", "pa55w0rd")] {
         let envelope = fixture.call(ACME_BOT, "acme", tool, json!({}));
         failed_saying(&envelope, &closed.to_string());
@@ -639,6 +656,31 @@ fn an_upstream_url_password_never_reaches_an_agent() -> anyhow::Result<()> {
         assert!(!record.contains(secret), "{record}");
     }
     Ok(())
+}
+
+/// The Upstream `tenant/name` as the principal of `key` reads it over `RegistryService.Get`.
+async fn read_upstream(
+    addr: std::net::SocketAddr,
+    key: &str,
+    tenant: &str,
+    name: &str,
+) -> anyhow::Result<pb::Resource> {
+    let mut client = RegistryServiceClient::connect(format!("http://{addr}")).await?;
+    let mut request = tonic::Request::new(pb::GetResourceRequest {
+        key: Some(pb::ResourceKey {
+            kind: "Upstream".into(),
+            tenant: Some(tenant.into()),
+            name: name.into(),
+        }),
+        linearizable: false,
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {key}").parse()?);
+    let answer = client.get(request).await?.into_inner();
+    answer
+        .resource
+        .ok_or_else(|| anyhow::anyhow!("no resource"))
 }
 
 /// `GET path` on the node's HTTP listener with an optional bearer: the status and the body.

@@ -114,7 +114,10 @@ const MAX_RETRIES: u32 = 10;
 /// and which tenants may use it. The registry never holds a path or a variable name a node
 /// would read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "the name of a credential the operator declared, as `credential: NAME`"
+)]
 pub enum CredentialRef {
     /// The name of an operator-declared credential.
     Named(String),
@@ -334,6 +337,12 @@ mod tests {
             ));
             assert_eq!(problems(&spec), ["spec.credential"], "{bad}");
         }
+        let odd: Result<UpstreamSpec, _> =
+            serde_norway::from_str("{type: http, url: 'http://h', credential: {path: /x}}");
+        assert!(
+            odd.unwrap_err().to_string().contains("`credential: NAME`"),
+            "what is expected is said"
+        );
         let builtin = parse("{type: builtin, credential: stripe}");
         assert_eq!(problems(&builtin), ["spec.credential"]);
     }

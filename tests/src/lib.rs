@@ -22,6 +22,8 @@ pub use upstream::{Invocation, RecordingUpstream};
 use anyhow::{Context, bail};
 use gatehouse_actors::ActorSettings;
 use gatehouse_node::config::{JoinKey, JwtIssuerConfig, RaftTimings, ServeConfig, Start};
+use gatehouse_node::grants::Grants;
+use gatehouse_node::metrics::MetricsSettings;
 use gatehouse_node::server::{self, NodeHandle};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -55,6 +57,28 @@ pub fn fast_actors(timings: RaftTimings) -> ActorSettings {
     }
 }
 
+/// How every node of a test cluster is configured, beyond its id and addresses.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    pub timings: RaftTimings,
+    /// The operator's grants: credentials and built-in tools per tenant. None by default.
+    pub grants: Grants,
+    pub metrics: MetricsSettings,
+    /// The JWT issuers every node accepts, on every front. None by default.
+    pub jwt: Vec<JwtIssuerConfig>,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            timings: fast_timings(500),
+            grants: Grants::default(),
+            metrics: MetricsSettings::default(),
+            jwt: Vec::new(),
+        }
+    }
+}
+
 struct Running {
     runtime: tokio::runtime::Runtime,
     handle: NodeHandle,
@@ -63,12 +87,10 @@ struct Running {
 pub struct TestCluster {
     dir: tempfile::TempDir,
     router: Arc<Router>,
-    timings: RaftTimings,
+    options: NodeOptions,
     running: BTreeMap<u64, Running>,
     addrs: BTreeMap<u64, SocketAddr>,
     admin_key: String,
-    /// The JWT issuers every node accepts.
-    jwt: Vec<JwtIssuerConfig>,
     /// Drives the test's own gRPC clients.
     client_rt: tokio::runtime::Runtime,
 }
@@ -88,15 +110,29 @@ impl TestCluster {
     }
 
     pub fn with_timings(ids: &[u64], timings: RaftTimings) -> anyhow::Result<Self> {
-        Self::with_jwt(ids, timings, Vec::new())
+        Self::with_options(
+            ids,
+            NodeOptions {
+                timings,
+                ..NodeOptions::default()
+            },
+        )
     }
 
-    /// A cluster whose nodes also accept JWTs of `jwt`'s issuers, on every front.
-    pub fn with_jwt(
-        ids: &[u64],
-        timings: RaftTimings,
-        jwt: Vec<JwtIssuerConfig>,
-    ) -> anyhow::Result<Self> {
+    /// A cluster whose nodes all run with the operator's `grants` (credentials and built-in
+    /// tools per tenant).
+    pub fn with_grants(ids: &[u64], grants: Grants) -> anyhow::Result<Self> {
+        Self::with_options(
+            ids,
+            NodeOptions {
+                grants,
+                ..NodeOptions::default()
+            },
+        )
+    }
+
+    /// A cluster whose nodes all run with `options`.
+    pub fn with_options(ids: &[u64], options: NodeOptions) -> anyhow::Result<Self> {
         // Node logs go to the test's output, shown for failing tests; RUST_LOG sets the level.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -109,11 +145,10 @@ impl TestCluster {
         let mut cluster = TestCluster {
             dir: tempfile::tempdir()?,
             router: Arc::new(Router::default()),
-            timings,
+            options,
             running: BTreeMap::new(),
             addrs: BTreeMap::new(),
             admin_key: String::new(),
-            jwt,
             client_rt: tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -179,14 +214,16 @@ impl TestCluster {
             grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
             http: SocketAddr::from(([127, 0, 0, 1], 0)),
             start,
-            raft: self.timings,
-            actors: fast_actors(self.timings),
-            jwt: self.jwt.clone(),
+            raft: self.options.timings,
+            actors: fast_actors(self.options.timings),
+            jwt: self.options.jwt.clone(),
             mcp: Default::default(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
             a2a: Default::default(),
             otlp: None,
             tls: None,
+            grants: self.options.grants.clone(),
+            metrics: self.options.metrics.clone(),
             filter: self.router.clone(),
         };
         let handle = runtime.block_on(server::start(config))?;

@@ -5,7 +5,8 @@
 //! upstream `hurried` is the same agent with a short timeout, for a remote task that waits for
 //! back's approvers longer than that.
 
-use anyhow::Context;
+use gatehouse_node::executor::builtin::BuiltinTool;
+use gatehouse_node::grants::{CredentialSource, Grants};
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
 use gatehouse_registry::canonical::sha256_hex;
@@ -52,7 +53,10 @@ fn tool_in_mode(name: &str, tenant: &str, description: &str, mode: &str) -> pb::
     )
 }
 
-fn resources(node_url: &str, credential_file: &str) -> Vec<pb::Resource> {
+/// The operator's credential holding partner-peer's key, granted to front.
+const PEER_CREDENTIAL: &str = "partner-peer";
+
+fn resources(node_url: &str) -> Vec<pb::Resource> {
     vec![
         resource("Tenant", BACK, None, json!({})),
         resource("Tenant", FRONT, None, json!({})),
@@ -68,7 +72,7 @@ fn resources(node_url: &str, credential_file: &str) -> Vec<pb::Resource> {
             json!({
                 "type": "a2a",
                 "url": node_url,
-                "credential": {"file": credential_file},
+                "credential": PEER_CREDENTIAL,
                 "timeoutMs": 20_000,
             }),
         ),
@@ -85,7 +89,7 @@ fn resources(node_url: &str, credential_file: &str) -> Vec<pb::Resource> {
             json!({
                 "type": "a2a",
                 "url": node_url,
-                "credential": {"file": credential_file},
+                "credential": PEER_CREDENTIAL,
                 "timeoutMs": 1_500,
             }),
         ),
@@ -97,16 +101,23 @@ fn resources(node_url: &str, credential_file: &str) -> Vec<pb::Resource> {
     ]
 }
 
-/// A one-node cluster with both tenants applied and placed; the directory holding the
-/// credential file lives as long as the cluster is used.
+/// A one-node cluster with both tenants applied and placed: back's built-in echo and fail are
+/// enabled, and the operator's credential file with partner-peer's key is granted to front. The
+/// directory holding that file lives as long as the cluster is used.
 fn start() -> anyhow::Result<(TestCluster, tempfile::TempDir)> {
-    let cluster = TestCluster::new(&[1])?;
     let secrets = tempfile::tempdir()?;
     let credential = secrets.path().join("partner-peer.key");
     std::fs::write(&credential, format!("{PEER}\n"))?;
+    let grants = Grants::default()
+        .with_builtins(BACK, [BuiltinTool::Echo, BuiltinTool::Fail])
+        .with_credential(
+            PEER_CREDENTIAL,
+            CredentialSource::File(credential),
+            &[FRONT],
+        );
+    let cluster = TestCluster::with_grants(&[1], grants)?;
     let node_url = format!("http://{}", cluster.node(1).http_addr);
-    let credential = credential.to_str().context("a UTF-8 temp path")?;
-    let index = cluster.block_on(cluster.admin(1).apply(resources(&node_url, credential)))?;
+    let index = cluster.block_on(cluster.admin(1).apply(resources(&node_url)))?;
     cluster.wait_for_applied(1, index, SETTLE)?;
     cluster.wait_all_placed(SETTLE)?;
     Ok((cluster, secrets))

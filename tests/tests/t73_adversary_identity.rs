@@ -13,7 +13,7 @@ use gatehouse_tests::flow::{
     call_tool_keyed, gateway, grace, propose, resource, wait_state,
 };
 use gatehouse_tests::mcp_wire::RawMcp;
-use gatehouse_tests::{TestCluster, fast_timings};
+use gatehouse_tests::{NodeOptions, TestCluster};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tonic::Code;
@@ -62,7 +62,11 @@ fn jwt_cluster() -> (TestCluster, Flow, tempfile::TempDir) {
         leeway_secs: 30,
         ..Default::default()
     };
-    let cluster = TestCluster::with_jwt(&[1], fast_timings(500), vec![issuer]).unwrap();
+    let options = NodeOptions {
+        jwt: vec![issuer],
+        ..NodeOptions::default()
+    };
+    let cluster = TestCluster::with_options(&[1], options).unwrap();
     let flow = Flow::setup(&cluster).unwrap();
     (cluster, flow, dir)
 }

@@ -1,6 +1,7 @@
 //! This node's handle on the cluster: propose a command from any node (followers forward to the
 //! leader, retrying through leader changes under the same request id), and linearizable reads.
 
+use crate::grants::Grants;
 use crate::net::{ForwardReply, Forwarded, Peers, SharedFilter, deliver};
 use gatehouse_proto::v1 as pb;
 use gatehouse_raft_store::{ApplyResult, NodeId, Raft, SharedRegistry};
@@ -33,6 +34,8 @@ pub struct Cluster {
     pub filter: SharedFilter,
     /// Where proposals queue to be written together; `None` writes each on its own.
     batcher: Option<mpsc::Sender<Queued>>,
+    /// What this node's operator lets tenants' upstreams use; puts are checked against it.
+    grants: Arc<Grants>,
 }
 
 /// Most proposals one log entry carries.
@@ -73,7 +76,19 @@ impl Cluster {
             peers,
             filter,
             batcher: None,
+            grants: Arc::default(),
         }
+    }
+
+    /// Checks every put proposed through this handle against `grants` (none by default: no
+    /// credential and no built-in tool may be named).
+    pub fn with_grants(mut self, grants: Arc<Grants>) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    pub fn grants(&self) -> &Arc<Grants> {
+        &self.grants
     }
 
     /// Starts the batcher: from now on concurrent proposals through this handle (and its
@@ -100,10 +115,18 @@ impl Cluster {
             .map_err(|_| WriteError::Stopped("the batcher dropped the write".into()))?
     }
 
-    /// Validates, stamps and writes a command; its answer and log index once committed and
-    /// applied here too, so the caller reads its own write from this node.
+    /// Validates (the command itself, then what it names against this node's grants), stamps
+    /// and writes a command; its answer and log index once committed and applied here too, so
+    /// the caller reads its own write from this node.
     pub async fn propose(&self, command: Command) -> Result<(Response, u64), WriteError> {
         command.validate()?;
+        {
+            let registry = self
+                .registry
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.grants.check(&command, &registry)?;
+        }
         let proposal = Proposal {
             request_id: uuid::Uuid::new_v4(),
             at: now_ms(),

@@ -2,6 +2,8 @@
 //! environment variables over the file, flags over both, defaults under all, and one `validate`
 //! that reports every problem at once.
 
+use crate::grants::{CredentialConfig, Grants, grants_from_config};
+use crate::metrics::{MetricsSettings, ScrapeToken};
 use crate::net::{OpenNetwork, SharedFilter};
 use crate::telemetry::OtlpSettings;
 use crate::tls::NodeTls;
@@ -129,6 +131,29 @@ pub struct RawServeConfig {
     #[arg(skip)]
     #[serde(default)]
     pub jwt: Vec<JwtIssuerConfig>,
+    /// The credentials Upstreams may name, and the tenants that may name each (file only: one
+    /// `[[credential]]` table each; see `crate::grants`).
+    #[arg(skip)]
+    #[serde(default)]
+    pub credential: Vec<CredentialConfig>,
+    /// A TOML file of more `[[credential]]` tables, read at start: upstream secrets kept apart
+    /// from the rest of the configuration. Never inside data-dir.
+    #[arg(long, value_name = "PATH")]
+    pub credentials_file: Option<PathBuf>,
+    /// Built-in tools (echo, sleep, fail, transfer) enabled for a tenant, as `TENANT:TOOL`, or
+    /// `TENANT:*` for all of them. None by default: a tenant's built-in Upstream is refused.
+    #[arg(long = "builtin", value_name = "TENANT:TOOL")]
+    #[serde(default)]
+    pub builtins: Vec<String>,
+    /// Label call metrics and pending approvals with tenant and tool names, and circuit
+    /// breakers with upstream names. Off by default: `/metrics` names no tenant.
+    #[arg(long)]
+    #[serde(default)]
+    pub metrics_tenant_labels: bool,
+    /// A file holding the token `/metrics` then requires (`Authorization: Bearer <token>`),
+    /// read at start. Without it `/metrics` is open, as `/healthz` and `/readyz` always are.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_token_file: Option<PathBuf>,
 }
 
 /// One trusted JWT issuer:
@@ -266,13 +291,22 @@ pub const NOT_SERVER_SETTINGS: [&str; 5] = [
 ];
 
 /// Settings whose value is a list: comma-separated in the environment.
-const LIST_SETTINGS: [&str; 2] = ["mcp-allowed-origins", "mcp-allowed-hosts"];
+const LIST_SETTINGS: [&str; 3] = ["mcp-allowed-origins", "mcp-allowed-hosts", "builtins"];
+
+/// Settings made of tables, which only the file gives, and where they go.
+const FILE_ONLY: [(&str, &str); 2] = [
+    ("jwt", "JWT issuers are set in the file's [[jwt]] tables"),
+    (
+        "credential",
+        "credentials are set in the file's [[credential]] tables, or in credentials-file",
+    ),
+];
 
 impl RawServeConfig {
     /// The settings `vars` (the process environment, in production) give: every `GATEHOUSE_*`
     /// variable but [`NOT_SERVER_SETTINGS`]. A variable that names no setting, or whose value does
-    /// not fit it, is a problem; all of them are reported at once. JWT issuers come from the file
-    /// only.
+    /// not fit it, is a problem; all of them are reported at once. JWT issuers and credentials
+    /// come from the file only.
     pub fn from_env(
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<RawServeConfig, ConfigErrors> {
@@ -289,10 +323,8 @@ impl RawServeConfig {
             let key = name[ENV_PREFIX.len()..]
                 .to_ascii_lowercase()
                 .replace('_', "-");
-            if key == "jwt" {
-                problems.push(format!(
-                    "{name}: JWT issuers are set in the file's [[jwt]] tables"
-                ));
+            if let Some((_, why)) = FILE_ONLY.iter().find(|(setting, _)| *setting == key) {
+                problems.push(format!("{name}: {why}"));
                 continue;
             }
             match env_value(&key, &value) {
@@ -364,6 +396,19 @@ impl RawServeConfig {
             } else {
                 self.mcp_allowed_hosts
             },
+            credential: if self.credential.is_empty() {
+                file.credential
+            } else {
+                self.credential
+            },
+            credentials_file: self.credentials_file.or(file.credentials_file),
+            builtins: if self.builtins.is_empty() {
+                file.builtins
+            } else {
+                self.builtins
+            },
+            metrics_tenant_labels: self.metrics_tenant_labels || file.metrics_tenant_labels,
+            metrics_token_file: self.metrics_token_file.or(file.metrics_token_file),
         }
     }
 
@@ -543,6 +588,25 @@ impl RawServeConfig {
             },
             &mut problems,
         );
+        let grants = grants_from_config(
+            &self.credential,
+            self.credentials_file.as_deref(),
+            &self.builtins,
+            &data_dir,
+            &mut problems,
+        );
+        let metrics = MetricsSettings {
+            tenant_labels: self.metrics_tenant_labels,
+            token: self
+                .metrics_token_file
+                .and_then(|path| match ScrapeToken::read(&path) {
+                    Ok(token) => Some(token),
+                    Err(why) => {
+                        problems.push(format!("metrics-token-file: {why}"));
+                        None
+                    }
+                }),
+        };
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
@@ -560,6 +624,8 @@ impl RawServeConfig {
             a2a,
             otlp,
             tls,
+            grants,
+            metrics,
             filter: Arc::new(OpenNetwork),
         })
     }
@@ -835,6 +901,10 @@ pub struct ServeConfig {
     pub otlp: Option<OtlpSettings>,
     /// TLS on both listeners and towards peers, when configured.
     pub tls: Option<NodeTls>,
+    /// The credentials and built-in tools tenants' upstreams may use on this node.
+    pub grants: Grants,
+    /// Whether `/metrics` names tenants, and the token it requires.
+    pub metrics: MetricsSettings,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -855,6 +925,8 @@ impl fmt::Debug for ServeConfig {
             .field("a2a", &self.a2a)
             .field("otlp", &self.otlp)
             .field("tls", &self.tls)
+            .field("grants", &self.grants)
+            .field("metrics", &self.metrics)
             .finish_non_exhaustive()
     }
 }
@@ -862,6 +934,7 @@ impl fmt::Debug for ServeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::builtin::BuiltinTool;
 
     /// The README's configuration table is the reference operators read: a setting missing
     /// from it is undocumented.
@@ -884,6 +957,10 @@ mod tests {
             "settings without a row in README's configuration table: {missing:?}"
         );
         assert!(section.contains("[[jwt]]"), "the jwt tables are described");
+        assert!(
+            section.contains("[[credential]]"),
+            "the credential tables are described"
+        );
     }
 
     fn env(vars: &[(&str, &str)]) -> Result<RawServeConfig, ConfigErrors> {
@@ -918,6 +995,68 @@ mod tests {
             raw.mcp_allowed_origins,
             ["https://a.example", "https://b.example"]
         );
+    }
+
+    #[test]
+    fn grants_and_metrics_settings_come_from_every_layer_and_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let token = dir.path().join("metrics.token");
+        std::fs::write(&token, "scrape-me\n").unwrap();
+        let file: RawServeConfig = toml::from_str(&format!(
+            "node-id = 1\ndata-dir = {:?}\nbuiltins = [\"demo:echo\"]\n\
+             metrics-token-file = {:?}\n\n[[credential]]\nname = \"stripe\"\n\
+             env = \"STRIPE_KEY\"\ntenants = [\"acme\"]\n",
+            data.display().to_string(),
+            token.display().to_string(),
+        ))
+        .unwrap();
+        let from_env = env(&[
+            ("GATEHOUSE_BUILTINS", "lab:transfer, lab:echo"),
+            ("GATEHOUSE_METRICS_TENANT_LABELS", "true"),
+        ])
+        .unwrap();
+        assert_eq!(from_env.builtins, ["lab:transfer", "lab:echo"]);
+        let config = from_env.over(file.clone()).validate(None).unwrap();
+        assert!(config.metrics.tenant_labels);
+        assert!(
+            config
+                .metrics
+                .token
+                .as_ref()
+                .is_some_and(|t| t.admits(Some("Bearer scrape-me")))
+        );
+        let grants = &config.grants;
+        assert!(grants.builtin_enabled("lab", BuiltinTool::Transfer));
+        assert!(
+            !grants.builtin_enabled("demo", BuiltinTool::Echo),
+            "the environment's list replaces the file's"
+        );
+        assert!(grants.credential_for(Some("acme"), "stripe").is_some());
+        assert!(!format!("{config:?}").contains("scrape-me"));
+
+        // Tables come from the file only.
+        let errors = env(&[("GATEHOUSE_CREDENTIAL", "x")]).unwrap_err().0;
+        assert!(errors[0].contains("[[credential]] tables"), "{errors:?}");
+
+        let errors = RawServeConfig {
+            builtins: vec!["demo:rm".into()],
+            metrics_token_file: Some(dir.path().join("absent.token")),
+            credential: vec![CredentialConfig {
+                name: "peer".into(),
+                file: Some(data.join("cluster.key")),
+                tenants: vec!["acme".into()],
+                ..Default::default()
+            }],
+            ..file
+        }
+        .validate(None)
+        .unwrap_err()
+        .0;
+        let has = |prefix: &str| errors.iter().any(|e| e.starts_with(prefix));
+        assert!(has("builtins: \"demo:rm\""), "{errors:?}");
+        assert!(has("metrics-token-file: reading"), "{errors:?}");
+        assert!(has("credential[0].file:"), "{errors:?}");
     }
 
     #[test]

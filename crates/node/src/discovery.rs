@@ -9,6 +9,7 @@
 
 use crate::cluster::Cluster;
 use crate::executor::{EnvSource, read_credential};
+use crate::grants::Grants;
 use gatehouse_actors::{ClusterPort, ExecError, ProposeError};
 use gatehouse_raft_store::{Applied, SharedRegistry};
 use gatehouse_registry::resource::{
@@ -47,14 +48,22 @@ pub fn spawn_discovery(
     stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     let registry = cluster.registry.clone();
-    tokio::spawn(run(Arc::new(cluster), registry, events, env, stop))
+    let grants = cluster.grants().clone();
+    let sources = Sources { grants, env };
+    tokio::spawn(run(Arc::new(cluster), registry, events, sources, stop))
+}
+
+/// Where an upstream's credential comes from: the node's grants, read from `env` or files.
+struct Sources {
+    grants: Arc<Grants>,
+    env: Arc<dyn EnvSource>,
 }
 
 async fn run(
     port: Arc<dyn ClusterPort>,
     registry: SharedRegistry,
     mut events: broadcast::Receiver<Applied>,
-    env: Arc<dyn EnvSource>,
+    sources: Sources,
     mut stop: watch::Receiver<bool>,
 ) {
     // When each known MCP upstream is next listed.
@@ -91,7 +100,7 @@ async fn run(
                 let ready: Vec<ResourceKey> =
                     due.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
                 for key in ready {
-                    let next = match discover(&*port, &registry, &*env, &key).await {
+                    let next = match discover(&*port, &registry, &sources.grants, &*sources.env, &key).await {
                         Ok(refresh) => refresh,
                         Err(e) => {
                             tracing::warn!(upstream = %key, error = %e, "discovering tools failed");
@@ -149,10 +158,13 @@ fn upstream_spec(registry: &Registry, key: &ResourceKey) -> Option<UpstreamSpec>
 }
 
 /// Lists one upstream and proposes what changed. Answers when to list it again: `None` once
-/// the upstream is gone (its discovered tools are then deleted).
+/// the upstream is gone (its discovered tools are then deleted). A tenant's upstream is listed
+/// with a credential the operator granted that tenant; a shared one only with a credential
+/// granted to every tenant.
 pub async fn discover(
     port: &dyn ClusterPort,
     registry: &SharedRegistry,
+    grants: &Grants,
     env: &dyn EnvSource,
     key: &ResourceKey,
 ) -> Result<Option<Duration>, DiscoveryError> {
@@ -166,7 +178,9 @@ pub async fn discover(
                 message: "the mcp upstream has no url".into(),
             })?;
             let bearer = match &spec.credential {
-                Some(credential) => Some(read_credential(env, credential).await?),
+                Some(credential) => {
+                    Some(read_credential(grants, env, key.tenant.as_deref(), credential).await?)
+                }
                 None => None,
             };
             let tools =

@@ -1,21 +1,25 @@
-//! The node's HTTP listener: liveness and readiness for load balancers and supervisors,
-//! Prometheus metrics at `/metrics` (see `crate::metrics`), the MCP front at `/mcp` (see
-//! `crate::mcp`), and the A2A front's card and JSON-RPC binding (see `crate::a2a`).
+//! The node's HTTP listener: liveness and readiness for load balancers and supervisors (open to
+//! all), Prometheus metrics at `/metrics` (see `crate::metrics`; behind a token when the operator
+//! sets one), the MCP front at `/mcp` (see `crate::mcp`), and the A2A front's card and JSON-RPC
+//! binding (see `crate::a2a`).
 
 use crate::config::McpSettings;
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, ScrapeToken};
 use crate::pipeline::Pipeline;
 use crate::readiness::Readiness;
 use axum::Router;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// `stop` ends the MCP front's sessions and both fronts' streams when the node stops.
+/// `stop` ends the MCP front's sessions and both fronts' streams when the node stops. `/metrics`
+/// asks for `token` when there is one; `/healthz` and `/readyz` are always open.
 pub fn router(
     readiness: Readiness,
     metrics: Metrics,
+    token: Option<ScrapeToken>,
     pipeline: Pipeline,
     mcp: McpSettings,
     a2a: Arc<crate::a2a::Front>,
@@ -38,14 +42,30 @@ pub fn router(
         )
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: HeaderMap| {
                 let metrics = metrics.clone();
+                let token = token.clone();
                 async move {
+                    let presented = headers
+                        .get(header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok());
+                    if token.as_ref().is_some_and(|t| !t.admits(presented)) {
+                        return (
+                            StatusCode::UNAUTHORIZED,
+                            [(header::WWW_AUTHENTICATE, METRICS_CHALLENGE)],
+                            "/metrics needs this node's metrics token as a bearer token\n",
+                        )
+                            .into_response();
+                    }
                     (
                         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
                         metrics.render().await,
                     )
+                        .into_response()
                 }
             }),
         )
 }
+
+/// What a scrape without the metrics token is told (RFC 6750).
+const METRICS_CHALLENGE: &str = "Bearer realm=\"gatehouse-metrics\"";

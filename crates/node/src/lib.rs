@@ -18,6 +18,7 @@ pub mod discovery;
 pub mod executor;
 pub mod feed;
 pub mod files;
+pub mod grants;
 pub mod grpc_health;
 pub mod handover;
 pub mod http;

@@ -192,6 +192,8 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         state_machine,
     )
     .await?;
+    // Whoever built the config, no credential file in the data directory is ever read.
+    let grants = Arc::new(config.grants.clone().guarding(&config.data_dir));
     let cluster = Cluster::new(
         config.node_id,
         raft.clone(),
@@ -200,10 +202,11 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         peers.clone(),
         config.filter.clone(),
     )
+    .with_grants(grants.clone())
     .with_batching();
 
-    let node_executor =
-        NodeExecutor::new(cluster.registry.clone()).with_state_dir(config.data_dir.join("builtin"));
+    let node_executor = NodeExecutor::new(cluster.registry.clone(), grants)
+        .with_state_dir(config.data_dir.join("builtin"));
     let breakers = node_executor.breaker_states();
     let executor: Arc<dyn Executor> = Arc::new(node_executor);
     let audit = AuditLog::open(&files.audit_dir(), config.node_id)
@@ -221,11 +224,14 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     )
     .await?;
 
-    let metrics = Metrics::for_node(NodeSources {
-        cluster: cluster.clone(),
-        actors: actors.clone(),
-        breakers,
-    });
+    let metrics = Metrics::for_node(
+        NodeSources {
+            cluster: cluster.clone(),
+            actors: actors.clone(),
+            breakers,
+        },
+        config.metrics.tenant_labels,
+    );
     let pipeline = Pipeline::new(
         cluster.clone(),
         actors.clone(),
@@ -275,6 +281,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                     stopping: pipeline.stopping_flag(),
                 },
                 metrics.clone(),
+                config.metrics.token.clone(),
                 pipeline.clone(),
                 config.mcp.clone(),
                 a2a,

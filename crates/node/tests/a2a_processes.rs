@@ -162,7 +162,8 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
     std::fs::write(
         dir.path().join("gatehouse.toml"),
         format!(
-            "[[jwt]]\nissuer = \"{ISSUER}\"\nalgorithms = [\"HS256\"]\nhs256-secret-file = {:?}\n",
+            "builtins = [\"ops:transfer\"]\n\n[[jwt]]\nissuer = \"{ISSUER}\"\n\
+             algorithms = [\"HS256\"]\nhs256-secret-file = {:?}\n",
             secret.to_str().unwrap()
         ),
     )

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, cli, cli_answering, ok, serve, status_until};
+use common::{BIN, cli, cli_answering, examples_credentials, ok, serve, status_until};
 
 #[test]
 fn the_cluster_survives_a_sigkilled_leader_process() {
     let dir = tempfile::tempdir().unwrap();
-    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    // The examples' upstream names the operator's credential `billing`.
+    let [flag, credentials] = examples_credentials(dir.path());
+    let first = serve(1, dir.path(), &["--bootstrap", &flag, &credentials], None);
     let key_file = dir.path().join("node-1/admin.key");
     let token = std::fs::read_to_string(&key_file)
         .unwrap()
@@ -27,7 +29,12 @@ fn the_cluster_survives_a_sigkilled_leader_process() {
 
     let mut nodes = vec![first];
     for id in [2, 3] {
-        let node = serve(id, dir.path(), &["--join", &nodes[0].grpc], Some(&token));
+        let node = serve(
+            id,
+            dir.path(),
+            &["--join", &nodes[0].grpc, &flag, &credentials],
+            Some(&token),
+        );
         nodes.push(node);
     }
     let addr = nodes[0].grpc.clone();
@@ -276,6 +283,8 @@ struct Dev {
     child: Child,
     grpc: String,
     credentials: Value,
+    /// What it printed on start, up to its last line.
+    banner: String,
 }
 
 impl Drop for Dev {
@@ -297,10 +306,15 @@ fn dev(dir: &Path) -> Dev {
         .expect("gatehouse dev starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut grpc = None;
+    let mut banner = String::new();
     for line in lines.by_ref() {
         let line = line.unwrap_or_default();
+        banner.push_str(&line);
+        banner.push('\n');
         if let Some(addr) = line.trim().strip_prefix("gRPC") {
             grpc = Some(addr.trim().to_owned());
+        }
+        if line.starts_with("Ctrl-C stops the node") {
             break;
         }
     }
@@ -316,6 +330,7 @@ fn dev(dir: &Path) -> Dev {
         child,
         grpc,
         credentials,
+        banner,
     }
 }
 
@@ -328,6 +343,11 @@ fn the_dev_cluster_walks_a_destructive_call_through_approval() {
     let dir = tempfile::tempdir().unwrap();
     let node = dev(dir.path());
     let key = |who: &str| node.credentials[who].as_str().unwrap().to_owned();
+    // The banner names the keys' file and prints none of them.
+    assert!(node.banner.contains("credentials.json"), "{}", node.banner);
+    for who in ["admin", "agent", "approver"] {
+        assert!(!node.banner.contains(&key(who)), "{who}: {}", node.banner);
+    }
     let (agent, approver) = (key("agent"), key("approver"));
     assert!(key("admin").starts_with("gate_"));
 
@@ -375,7 +395,7 @@ fn the_dev_cluster_walks_a_destructive_call_through_approval() {
         assert!(Instant::now() < deadline, "no pending call listed");
         std::thread::park_timeout(Duration::from_millis(100));
     };
-    let ledger_path = dir.path().join("data/builtin/demo-ledger.json");
+    let ledger_path = dir.path().join("data/builtin/demo/demo-ledger.json");
     assert!(!ledger_path.exists(), "the transfer ran before approval");
 
     let own = cli(

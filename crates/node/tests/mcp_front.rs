@@ -8,6 +8,8 @@
 
 use gatehouse_actors::ActorSettings;
 use gatehouse_node::config::{McpSettings, RaftTimings, ServeConfig, Start};
+use gatehouse_node::executor::builtin::BuiltinTool;
+use gatehouse_node::grants::Grants;
 use gatehouse_node::net::OpenNetwork;
 use gatehouse_node::server::{self, NodeHandle};
 use gatehouse_proto::v1 as pb;
@@ -80,6 +82,10 @@ impl Fixture {
             a2a: Default::default(),
             otlp: None,
             tls: None,
+            grants: Grants::default()
+                .with_builtins("acme", BuiltinTool::ALL)
+                .with_builtins("globex", [BuiltinTool::Echo]),
+            metrics: Default::default(),
             filter: Arc::new(OpenNetwork),
         };
         let node = server::start(config).await.unwrap();
@@ -908,7 +914,10 @@ async fn a_repeated_idempotency_key_answers_with_the_recorded_call_and_runs_once
     let other = bot.call_tool(keyed(11)).await.unwrap();
     assert_eq!(error_of(&other)["code"], "conflict");
 
-    let ledger = fixture.dir.path().join("node-1/builtin/demo-ledger.json");
+    let ledger = fixture
+        .dir
+        .path()
+        .join("node-1/builtin/acme/demo-ledger.json");
     let ledger: Value = serde_json::from_slice(&std::fs::read(ledger).unwrap()).unwrap();
     assert_eq!(ledger["transfers"].as_array().unwrap().len(), 1, "{ledger}");
     assert_eq!(ledger["balances"]["alice"], 990);

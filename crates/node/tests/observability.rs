@@ -10,6 +10,9 @@
 use futures::StreamExt;
 use gatehouse_actors::ActorSettings;
 use gatehouse_node::config::{DEFAULT_READY_MAX_LAG, RaftTimings, ServeConfig, Start};
+use gatehouse_node::executor::builtin::BuiltinTool;
+use gatehouse_node::grants::Grants;
+use gatehouse_node::metrics::MetricsSettings;
 use gatehouse_node::net::OpenNetwork;
 use gatehouse_node::server::{self, NodeHandle};
 use gatehouse_proto::v1 as pb;
@@ -55,6 +58,12 @@ async fn start() -> (NodeHandle, tempfile::TempDir) {
         a2a: Default::default(),
         otlp: None,
         tls: None,
+        grants: Grants::default().with_builtins("acme", [BuiltinTool::Echo]),
+        // This test reads the per-tenant series, which the operator must ask for.
+        metrics: MetricsSettings {
+            tenant_labels: true,
+            token: None,
+        },
         filter: Arc::new(OpenNetwork),
     };
     let node = server::start(config).await.unwrap();

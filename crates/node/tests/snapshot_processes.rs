@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BIN, Node, cli, ok, serve};
+use common::{BIN, Node, cli, examples_credentials, ok, serve};
 
 const AGENT_KEY: &str = "gate_snapshot-agent-00000000000000000000000";
 const APPROVER_KEY: &str = "gate_snapshot-approver-00000000000000000000";
@@ -92,15 +92,40 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// What the operator grants on every node: the demo tenant's built-in tools, and the credential
+/// `billing` that examples/gateway's upstream names.
+fn grants(dir: &Path) -> Vec<String> {
+    let mut flags = ["--builtin", "demo:echo", "--builtin", "demo:transfer"]
+        .map(str::to_owned)
+        .to_vec();
+    flags.extend(examples_credentials(dir));
+    flags
+}
+
+/// `flags` and then the grants' flags.
+fn with<'a>(flags: &[&'a str], grants: &'a [String]) -> Vec<&'a str> {
+    flags
+        .iter()
+        .copied()
+        .chain(grants.iter().map(String::as_str))
+        .collect()
+}
+
 #[test]
 fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still_pending() {
     let dir = tempfile::tempdir().unwrap();
-    let first = serve(1, dir.path(), &["--bootstrap"], None);
+    let grants = grants(dir.path());
+    let first = serve(1, dir.path(), &with(&["--bootstrap"], &grants), None);
     let token = std::fs::read_to_string(dir.path().join("node-1/admin.key"))
         .unwrap()
         .trim()
         .to_owned();
-    let second = serve(2, dir.path(), &["--join", &first.grpc], Some(&token));
+    let second = serve(
+        2,
+        dir.path(),
+        &with(&["--join", &first.grpc], &grants),
+        Some(&token),
+    );
     ok(cli(
         &first.grpc,
         &token,
@@ -241,7 +266,7 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
         "{}",
         stderr(&wrong_id)
     );
-    let seventh = serve(7, dir.path(), &[], None);
+    let seventh = serve(7, dir.path(), &with(&[], &grants), None);
     assert!(
         !dir.path().join("node-7/restored.json").exists(),
         "the first start finished the restore"
@@ -277,17 +302,30 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
         std::thread::park_timeout(Duration::from_millis(100));
     }
     let ledger: Value = serde_json::from_slice(
-        &std::fs::read(dir.path().join("node-7/builtin/demo-ledger.json")).unwrap(),
+        &std::fs::read(dir.path().join("node-7/builtin/demo/demo-ledger.json")).unwrap(),
     )
     .unwrap();
     let runs = ledger["transfers"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "one execution: {ledger}");
     assert_eq!(runs[0]["call_id"], pending.as_str());
-    assert!(!dir.path().join("node-1/builtin/demo-ledger.json").exists());
-    assert!(!dir.path().join("node-2/builtin/demo-ledger.json").exists());
+    assert!(
+        !dir.path()
+            .join("node-1/builtin/demo/demo-ledger.json")
+            .exists()
+    );
+    assert!(
+        !dir.path()
+            .join("node-2/builtin/demo/demo-ledger.json")
+            .exists()
+    );
 
     // The membership names node 7 at its real address; node 8 joins and catches up.
-    let eighth = serve(8, dir.path(), &["--join", &seventh.grpc], Some(&token));
+    let eighth = serve(
+        8,
+        dir.path(),
+        &with(&["--join", &seventh.grpc], &grants),
+        Some(&token),
+    );
     let caught_up = ok(cli(
         &seventh.grpc,
         &token,

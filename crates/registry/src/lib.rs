@@ -19,6 +19,7 @@ pub mod identity;
 pub mod mode;
 pub mod plan;
 pub mod policy;
+pub mod redact;
 pub mod registry;
 pub mod resource;
 pub mod secrets;

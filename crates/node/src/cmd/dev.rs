@@ -1,7 +1,9 @@
 //! `gatehouse dev`: the main job on a fresh machine. A one-node cluster on 127.0.0.1 with
-//! embedded storage, tenant `demo`, the built-in upstream `demo` (`demo.echo`, `demo.transfer`)
-//! and a skill at each level of the cascade. Keys are made on first start and written to
-//! `DATA_DIR/credentials.json`; later starts resume the same cluster and keys.
+//! embedded storage, tenant `demo`, the built-in upstream `demo` (`demo.echo`, `demo.transfer`,
+//! the built-in tools dev mode enables for `demo` and no other tenant) and a skill at each level
+//! of the cascade. Keys are made on first start and written to `DATA_DIR/credentials.json`
+//! (0600); later starts resume the same cluster and keys. The banner names that file and never
+//! prints a key: a terminal's scrollback and a CI log are not places for one.
 
 use super::serve::{SHUTDOWN_GRACE, init_logging, say, wait_for_signal};
 use crate::config::RawServeConfig;
@@ -39,6 +41,9 @@ pub struct Credentials {
     pub approver: String,
 }
 
+/// The built-in tools dev mode enables, for tenant `demo` only.
+pub const DEV_BUILTINS: [&str; 2] = ["demo:echo", "demo:transfer"];
+
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let config = RawServeConfig {
         node_id: Some(1),
@@ -46,6 +51,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         grpc: Some(args.grpc),
         http: Some(args.http),
         bootstrap: true,
+        builtins: DEV_BUILTINS.map(str::to_owned).to_vec(),
         ..RawServeConfig::default()
     }
     .validate(None)?;
@@ -55,8 +61,8 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         .build()?;
     runtime.block_on(async {
         let node = server::start(config).await?;
-        let credentials = ensure_demo(&node, &args.data_dir).await?;
-        print_guide(&node, &args.data_dir, &credentials);
+        ensure_demo(&node, &args.data_dir).await?;
+        print_guide(&node, &args.data_dir);
         wait_for_signal().await?;
         say(format_args!("dev cluster stopping"));
         if tokio::time::timeout(SHUTDOWN_GRACE, node.shutdown())
@@ -106,17 +112,18 @@ pub async fn ensure_demo(node: &NodeHandle, data_dir: &Path) -> anyhow::Result<C
     Ok(credentials)
 }
 
-fn print_guide(node: &NodeHandle, data_dir: &Path, credentials: &Credentials) {
+fn print_guide(node: &NodeHandle, data_dir: &Path) {
     let creds = data_dir.join("credentials.json");
     say(format_args!(
         "\
 gatehouse dev: one node, tenant `demo`, tools demo.echo (read_only) and demo.transfer (destructive)
   MCP endpoint   http://{http}/mcp   (streamable HTTP; header  Authorization: Bearer <agent key>)
   gRPC           {grpc}
-  keys           {creds}   (admin, agent, approver)
+  keys           {creds}   (admin, agent, approver; never printed)
 
-Connect an MCP client with the agent key, e.g. the Python SDK (mcp 2.3):
-  http = httpx2.AsyncClient(headers={{\"Authorization\": \"Bearer {agent}\"}})
+Connect an MCP client with the agent key from that file, e.g. the Python SDK (mcp 2.3):
+  agent = json.load(open(\"{creds}\"))[\"agent\"]
+  http = httpx2.AsyncClient(headers={{\"Authorization\": f\"Bearer {{agent}}\"}})
   async with Client(streamable_http_client(\"http://{http}/mcp\", http_client=http)) as mcp: ...
 Call demo.transfer: it waits for approval. Approve it with
   export GATEHOUSE_ADDR={grpc} GATEHOUSE_TOKEN=$(python3 -c 'import json;print(json.load(open(\"{creds}\"))[\"approver\"])')
@@ -127,6 +134,5 @@ Ctrl-C stops the node; `gatehouse dev` again resumes it with the same data.",
         http = node.http_addr,
         grpc = node.grpc_addr,
         creds = creds.display(),
-        agent = credentials.agent,
     ));
 }

@@ -102,6 +102,15 @@ fn stored_tool(local: &Local, tenant: Option<&str>, name: &str) -> Option<Object
     }
 }
 
+/// The credential `kb`, granted to acme.
+fn kb_grants() -> Grants {
+    Grants::default().with_credential(
+        "kb",
+        crate::grants::CredentialSource::Env("KB_TOKEN".into()),
+        &["acme"],
+    )
+}
+
 fn upstream_key(tenant: Option<&str>) -> ResourceKey {
     ResourceKey {
         kind: Kind::Upstream,
@@ -132,15 +141,18 @@ async fn discovery_puts_updates_deletes_and_leaves_admin_tools_alone() {
     let local = cluster(&format!(
         "apiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {{name: acme}}\nspec: {{}}\n\
          ---\napiVersion: gatehouse.dev/v1\nkind: Upstream\nmetadata: {{name: kb, tenant: acme}}\n\
-         spec: {{type: mcp, url: 'http://{addr}/mcp', credential: {{env: KB_TOKEN}}}}\n\
+         spec: {{type: mcp, url: 'http://{addr}/mcp', credential: kb}}\n\
          ---\napiVersion: gatehouse.dev/v1\nkind: Tool\nmetadata: {{name: kb.pinned, tenant: acme}}\n\
          spec: {{description: The admin's words., approvalMode: read_only}}\n"
     ));
     let env: HashMap<String, String> = [("KB_TOKEN".to_owned(), "t".to_owned())].into();
+    let grants = kb_grants();
     let registry = local.registry.clone();
     let key = upstream_key(Some("acme"));
 
-    let next = discover(&local, &registry, &env, &key).await.unwrap();
+    let next = discover(&local, &registry, &grants, &env, &key)
+        .await
+        .unwrap();
     assert_eq!(next, Some(Duration::from_secs(300)));
     assert_eq!(
         upstream.lists.load(std::sync::atomic::Ordering::SeqCst),
@@ -176,7 +188,9 @@ async fn discovery_puts_updates_deletes_and_leaves_admin_tools_alone() {
     assert!(pinned.metadata.labels.is_empty());
 
     // Nothing changed upstream: nothing is proposed.
-    discover(&local, &registry, &env, &key).await.unwrap();
+    discover(&local, &registry, &grants, &env, &key)
+        .await
+        .unwrap();
     assert!(local.proposed.lock().unwrap().is_empty());
 
     // One tool changes, one disappears; the admin's tool is neither updated nor deleted.
@@ -192,7 +206,9 @@ async fn discovery_puts_updates_deletes_and_leaves_admin_tools_alone() {
             json!({"readOnlyHint": true, "idempotentHint": true}),
         ),
     ];
-    discover(&local, &registry, &env, &key).await.unwrap();
+    discover(&local, &registry, &grants, &env, &key)
+        .await
+        .unwrap();
     let proposed = std::mem::take(&mut *local.proposed.lock().unwrap());
     assert_eq!(proposed.len(), 2, "{proposed:?}");
     assert!(
@@ -224,9 +240,12 @@ async fn a_deleted_upstream_takes_its_discovered_tools_with_it() {
          spec: {{type: mcp, url: 'http://{addr}/mcp'}}\n"
     ));
     let env: HashMap<String, String> = HashMap::new();
+    let grants = kb_grants();
     let registry = local.registry.clone();
     let key = upstream_key(None);
-    discover(&local, &registry, &env, &key).await.unwrap();
+    discover(&local, &registry, &grants, &env, &key)
+        .await
+        .unwrap();
     assert!(
         stored_tool(&local, None, "kb.search").is_some(),
         "a shared upstream's tools are shared"
@@ -238,7 +257,9 @@ async fn a_deleted_upstream_takes_its_discovered_tools_with_it() {
         })
         .await
         .unwrap();
-    let next = discover(&local, &registry, &env, &key).await.unwrap();
+    let next = discover(&local, &registry, &grants, &env, &key)
+        .await
+        .unwrap();
     assert_eq!(next, None);
     assert!(stored_tool(&local, None, "kb.search").is_none());
 }

@@ -41,6 +41,7 @@ use a2a_client::auth::AuthInterceptor;
 use a2a_client::jsonrpc::JsonRpcTransportFactory;
 use a2a_client::{A2AClient, A2AClientFactory, Transport};
 use gatehouse_actors::{ExecError, Execution};
+use gatehouse_registry::redact;
 use reply::{outcome, rendered, state_name, status_text};
 use reqwest::Url;
 use serde_json::{Map, Value, json};
@@ -157,7 +158,9 @@ async fn connect(
 /// The card with only the interfaces this node may use: JSON-RPC, on the upstream's origin.
 fn reachable(mut card: AgentCard, url: &str) -> Result<AgentCard, A2AError> {
     let origin = Url::parse(url)
-        .map_err(|e| A2AError::invalid_params(format!("the upstream's url {url}: {e}")))?
+        .map_err(|e| {
+            A2AError::invalid_params(format!("the upstream's url {}: {e}", redact::url(url)))
+        })?
         .origin();
     let offered: Vec<String> = card
         .supported_interfaces
@@ -170,9 +173,10 @@ fn reachable(mut card: AgentCard, url: &str) -> Result<AgentCard, A2AError> {
     });
     if card.supported_interfaces.is_empty() {
         return Err(A2AError::unsupported_operation(format!(
-            "the agent card at {url} offers no JSON-RPC interface on {}: {}",
+            "the agent card at {} offers no JSON-RPC interface on {}: {}",
+            redact::url(url),
             origin.ascii_serialization(),
-            offered.join(", ")
+            redact::text(&offered.join(", "))
         )));
     }
     Ok(card)
@@ -222,7 +226,8 @@ pub(super) async fn attempt(
             Err(_) => return late(),
         };
     let request = message(execution, call.tool, arguments, call.traceparent);
-    tracing::debug!(call = %execution.call_id, tool = %execution.tool, %url, "sending a task to an a2a upstream");
+    let shown = redact::url(url);
+    tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "sending a task to an a2a upstream");
     let answered = tokio::time::timeout_at(deadline, open.client.send_message(&request)).await;
     let task = match answered {
         Ok(Ok(SendMessageResponse::Message(message))) => {
@@ -356,7 +361,8 @@ fn failure(name: &str, doing: &str, error: A2AError) -> Attempt {
     let error_of = |kind: &str| ExecError {
         message: format!(
             "the a2a upstream {name} {kind} {doing}: {} (code {})",
-            error.message, error.code
+            redact::text(&error.message),
+            error.code
         ),
     };
     if error.code == ::a2a::error_code::INTERNAL_ERROR {

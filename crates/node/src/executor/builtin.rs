@@ -3,6 +3,9 @@
 //! milliseconds, `fail` answers with an error result, and `transfer` moves an amount between
 //! demo accounts kept in a file under the node's data directory, outside the registry, logging
 //! every execution so that a call run twice would show.
+//!
+//! The operator enables them per tenant (`crate::grants`), and each tenant's state is its own:
+//! `DATA_DIR/builtin/<tenant>/`.
 
 use super::tool_result;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};
@@ -16,16 +19,59 @@ use std::time::Duration;
 /// park an execution for days.
 const MAX_SLEEP: Duration = Duration::from_secs(600);
 
+/// One built-in tool, by the name a Tool gives after its upstream's (`demo.transfer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BuiltinTool {
+    Echo,
+    Sleep,
+    Fail,
+    Transfer,
+}
+
+impl BuiltinTool {
+    pub const ALL: [BuiltinTool; 4] = [
+        BuiltinTool::Echo,
+        BuiltinTool::Sleep,
+        BuiltinTool::Fail,
+        BuiltinTool::Transfer,
+    ];
+
+    pub fn parse(name: &str) -> Option<BuiltinTool> {
+        BuiltinTool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinTool::Echo => "echo",
+            BuiltinTool::Sleep => "sleep",
+            BuiltinTool::Fail => "fail",
+            BuiltinTool::Transfer => "transfer",
+        }
+    }
+}
+
+impl std::fmt::Display for BuiltinTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a tenant's built-in tools keep their state, under the node's directory for them.
+pub fn tenant_dir(state_dir: &Path, tenant: &str) -> PathBuf {
+    state_dir.join(tenant)
+}
+
+/// Runs `tool` for the execution's tenant; `state_dir` is that tenant's own directory.
 pub(super) async fn run(
-    tool: String,
+    tool: BuiltinTool,
     execution: Execution,
     state_dir: Option<PathBuf>,
 ) -> Result<ToolOutput, ExecError> {
     let arguments: Value = serde_json::from_str(&execution.arguments).map_err(|e| ExecError {
         message: format!("the arguments are not JSON: {e}"),
     })?;
-    match tool.as_str() {
-        "echo" => {
+    match tool {
+        BuiltinTool::Echo => {
             Ok(match arguments.get("text").and_then(Value::as_str) {
                 Some(text) => {
                     let answer = json!({"text": text, "skill_context": execution.skill_context});
@@ -44,7 +90,7 @@ pub(super) async fn run(
                 None => tool_result(execution.arguments, Some(arguments), false),
             })
         }
-        "transfer" => {
+        BuiltinTool::Transfer => {
             let Some(dir) = state_dir else {
                 return Err(ExecError {
                     message: "this node keeps no state for built-in tools".into(),
@@ -52,7 +98,7 @@ pub(super) async fn run(
             };
             transfer(&dir, &execution, &arguments).await
         }
-        "sleep" => {
+        BuiltinTool::Sleep => {
             let Some(ms) = arguments.get("ms").and_then(Value::as_u64) else {
                 return Ok(tool_result(
                     "sleep needs {\"ms\": N}, N a whole number of milliseconds".into(),
@@ -65,19 +111,13 @@ pub(super) async fn run(
             let answer = serde_json::json!({"slept_ms": slept.as_millis() as u64});
             Ok(tool_result(answer.to_string(), Some(answer), false))
         }
-        "fail" => {
+        BuiltinTool::Fail => {
             let message = arguments
                 .get("message")
                 .and_then(Value::as_str)
                 .unwrap_or("the fail tool failed, as asked");
             Ok(tool_result(message.to_owned(), None, true))
         }
-        other => Err(ExecError {
-            message: format!(
-                "{} has no tool {other}: built-in upstreams offer echo, sleep, fail and transfer",
-                execution.tool.split_once('.').map_or("", |(u, _)| u)
-            ),
-        }),
     }
 }
 
@@ -108,9 +148,10 @@ impl Default for Ledger {
     }
 }
 
-/// Where the ledger lives under a node's state directory for built-in tools.
-pub fn ledger_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("demo-ledger.json")
+/// Where the ledger lives in a tenant's state directory for built-in tools
+/// ([`tenant_dir`]).
+pub fn ledger_path(tenant_dir: &Path) -> PathBuf {
+    tenant_dir.join("demo-ledger.json")
 }
 
 /// One transfer at a time per process: read, change, write the ledger whole.
@@ -213,7 +254,7 @@ mod tests {
     async fn echo_answers_with_its_text_and_the_skill_context_it_was_sent() {
         let run_echo = |context| {
             run(
-                "echo".into(),
+                BuiltinTool::Echo,
                 execution(1, "echo", json!({"text": "hi"}), context),
                 None,
             )
@@ -236,7 +277,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let send = |id, amount| {
             run(
-                "transfer".into(),
+                BuiltinTool::Transfer,
                 execution(
                     id,
                     "transfer",

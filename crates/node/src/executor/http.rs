@@ -10,6 +10,7 @@ use super::tool_result;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gatehouse_actors::{ExecError, Execution};
+use gatehouse_registry::redact;
 use gatehouse_registry::resource::HttpBinding;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
@@ -50,8 +51,12 @@ pub(super) fn request(
     let base = base.trim_end_matches('/');
     let invalid = |what: String| ExecError { message: what };
     let Some(binding) = binding else {
-        let url = Url::parse(&format!("{base}/{tool}"))
-            .map_err(|e| invalid(format!("the upstream's url {base}/{tool}: {e}")))?;
+        let url = Url::parse(&format!("{base}/{tool}")).map_err(|e| {
+            invalid(format!(
+                "the upstream's url {}: {e}",
+                redact::url(&format!("{base}/{tool}"))
+            ))
+        })?;
         return Ok(Request {
             method: Method::POST,
             url,
@@ -88,8 +93,12 @@ pub(super) fn request(
     }
     let method = Method::from_bytes(binding.method.as_bytes())
         .map_err(|_| invalid(format!("{} is not an HTTP method", binding.method)))?;
-    let mut url = Url::parse(&format!("{base}{path}"))
-        .map_err(|e| invalid(format!("the url {base}{path}: {e}")))?;
+    let mut url = Url::parse(&format!("{base}{path}")).map_err(|e| {
+        invalid(format!(
+            "the url {}: {e}",
+            redact::url(&format!("{base}{path}"))
+        ))
+    })?;
     if binding.uses_query() {
         if !rest.is_empty() {
             let mut query = url.query_pairs_mut();
@@ -178,13 +187,14 @@ pub(super) async fn attempt(
         value.set_sensitive(true);
         builder = builder.header(AUTHORIZATION, value);
     }
+    let url = redact::url(url.as_str());
     tracing::debug!(call = %execution.call_id, tool = %execution.tool, method = %request.method, %url, "calling http upstream");
     let unreachable = |e: reqwest::Error| {
         Attempt::transient(Err(ExecError {
             message: if e.is_timeout() {
                 format!("{url} did not answer within {timeout:?}")
             } else {
-                format!("calling {url}: {e}")
+                format!("calling {url}: {}", e.without_url())
             },
         }))
     };

@@ -5,6 +5,7 @@
 
 use super::resilience::Attempt;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};
+use gatehouse_registry::redact;
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, ClientConfig, JsonObject, MetaObject, RequestMetaObject, Tool,
@@ -107,11 +108,12 @@ pub(crate) async fn connect(
     match tokio::time::timeout(timeout, ClientConfig::default().serve(transport)).await {
         Ok(Ok(session)) => Ok(session),
         Ok(Err(e)) => Err(ExecError {
-            message: format!("connecting to the mcp upstream {url}: {e}"),
+            message: redact::text(&format!("connecting to the mcp upstream {url}: {e}")),
         }),
         Err(_) => Err(ExecError {
             message: format!(
-                "the mcp upstream {url} did not complete its handshake within {timeout:?}"
+                "the mcp upstream {} did not complete its handshake within {timeout:?}",
+                redact::url(url)
             ),
         }),
     }
@@ -129,10 +131,13 @@ pub(crate) async fn list_tools(
     match listed {
         Ok(Ok(tools)) => Ok(tools),
         Ok(Err(e)) => Err(ExecError {
-            message: format!("listing the tools of {url}: {e}"),
+            message: redact::text(&format!("listing the tools of {url}: {e}")),
         }),
         Err(_) => Err(ExecError {
-            message: format!("{url} did not list its tools within {timeout:?}"),
+            message: format!(
+                "{} did not list its tools within {timeout:?}",
+                redact::url(url)
+            ),
         }),
     }
 }
@@ -189,7 +194,8 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
     };
     let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
     params.meta = Some(meta(execution, traceparent));
-    tracing::debug!(call = %execution.call_id, tool = %execution.tool, %url, "calling mcp upstream");
+    let shown = redact::url(url);
+    tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "calling mcp upstream");
     let called = tokio::time::timeout(timeout, open.session.call_tool(params)).await;
     let error = match called {
         Ok(Ok(result)) => {
@@ -207,11 +213,14 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
         Ok(Err(ServiceError::McpError(e))) => {
             // The session works; the upstream refused this request.
             return Attempt::answered_error(ExecError {
-                message: format!("{url} answered tools/call with an error: {}", e.message),
+                message: redact::text(&format!(
+                    "{shown} answered tools/call with an error: {}",
+                    e.message
+                )),
             });
         }
-        Ok(Err(e)) => format!("calling {url}: {e}"),
-        Err(_) => format!("{url} did not answer within {timeout:?}"),
+        Ok(Err(e)) => redact::text(&format!("calling {shown}: {e}")),
+        Err(_) => format!("{shown} did not answer within {timeout:?}"),
     };
     sessions.drop_failed(key, &open).await;
     Attempt::transient(Err(ExecError { message: error }))

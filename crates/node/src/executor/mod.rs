@@ -6,8 +6,12 @@
 //! retry-safe call is tried again after a transient failure.
 //!
 //! Whether a call may run at all is decided before it gets here (the pipeline, the approval
-//! queue's claim); this module only moves the bytes. Credentials are read on each call from this
-//! node's environment or files, sent as a bearer token, and never logged.
+//! queue's claim); this module only moves the bytes, and asks this node's grants (`crate::grants`)
+//! once more: a built-in tool runs only when the operator enabled it for the calling tenant, and
+//! an Upstream's credential is used only when it names one the operator granted that tenant.
+//! Credentials are read on each call, sent as a bearer token, and never logged; an Upstream
+//! naming a node's variable or file (the form of earlier versions) is never read. Every error
+//! message goes through `redact::text`: transport errors embed the URL they failed on.
 
 mod a2a;
 pub mod builtin;
@@ -15,13 +19,17 @@ mod http;
 pub(crate) mod mcp;
 mod resilience;
 
+use crate::grants::{CredentialSource, Grants};
 use crate::telemetry;
+use builtin::BuiltinTool;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use gatehouse_actors::{ExecError, Execution, Executor, ToolOutput};
 use gatehouse_raft_store::SharedRegistry;
+use gatehouse_registry::redact;
 use gatehouse_registry::resource::{
-    CredentialRef, HttpBinding, Kind, Resource, ResourceKey, UpstreamKind, UpstreamSpec,
+    CredentialRef, HttpBinding, Kind, LEGACY_CREDENTIAL, Resource, ResourceKey, UpstreamKind,
+    UpstreamSpec,
 };
 pub use resilience::BreakerState;
 use resilience::{Breakers, Plan};
@@ -58,9 +66,11 @@ impl<S: std::hash::BuildHasher + Send + Sync + 'static> EnvSource
 #[derive(Clone)]
 pub struct NodeExecutor {
     registry: SharedRegistry,
+    /// What the operator lets each tenant use: credentials and built-in tools.
+    grants: Arc<Grants>,
     env: Arc<dyn EnvSource>,
     http: reqwest::Client,
-    /// Where built-in tools that keep state (the demo ledger) keep it.
+    /// Where built-in tools that keep state (the demo ledger) keep it, a directory per tenant.
     state_dir: Option<std::path::PathBuf>,
     sessions: Arc<mcp::Sessions>,
     /// a2a-client speaks through its own major version of reqwest.
@@ -76,15 +86,13 @@ impl std::fmt::Debug for NodeExecutor {
 }
 
 impl NodeExecutor {
-    /// An executor that reads credentials from the process environment.
-    pub fn new(registry: SharedRegistry) -> Self {
-        Self::with_env(registry, Arc::new(ProcessEnv))
-    }
-
-    pub fn with_env(registry: SharedRegistry, env: Arc<dyn EnvSource>) -> Self {
+    /// An executor that uses what `grants` allows, reading credentials named `env` from the
+    /// process environment.
+    pub fn new(registry: SharedRegistry, grants: Arc<Grants>) -> Self {
         NodeExecutor {
             registry,
-            env,
+            grants,
+            env: Arc::new(ProcessEnv),
             http: http::client(),
             state_dir: None,
             sessions: Arc::default(),
@@ -99,7 +107,14 @@ impl NodeExecutor {
         BreakerStates(self.breakers.clone())
     }
 
-    /// Lets built-in tools keep state in `dir` (the node's data directory has one).
+    /// Reads credentials named `env` from `env` instead of the process environment.
+    pub fn with_env(mut self, env: Arc<dyn EnvSource>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Lets built-in tools keep state under `dir`, in a directory per tenant (the node's data
+    /// directory has one).
     pub fn with_state_dir(mut self, dir: std::path::PathBuf) -> Self {
         self.state_dir = Some(dir);
         self
@@ -163,7 +178,11 @@ impl Executor for NodeExecutor {
         let run = self.run(execution, traceparent);
         let recorder = span.clone();
         async move {
-            let result = run.await;
+            // Whatever an error says reaches the agent, the call record and the logs: no URL
+            // in it keeps its secrets.
+            let result = run.await.map_err(|e| ExecError {
+                message: redact::text(&e.message),
+            });
             let outcome = match &result {
                 Ok(out) if out.is_error => "tool_error",
                 Ok(_) => "succeeded",
@@ -201,7 +220,19 @@ impl NodeExecutor {
         };
         let kind = upstream.kind;
         if kind == UpstreamKind::Builtin {
-            return builtin::run(tool, execution, self.state_dir.clone()).boxed();
+            let enabled = BuiltinTool::parse(&tool)
+                .filter(|t| self.grants.builtin_enabled(&execution.tenant, *t));
+            let Some(builtin) = enabled else {
+                return fail(format!(
+                    "the built-in tool {tool} is not enabled for tenant {} on this node",
+                    execution.tenant
+                ));
+            };
+            let state_dir = self
+                .state_dir
+                .as_deref()
+                .map(|dir| builtin::tenant_dir(dir, &execution.tenant));
+            return builtin::run(builtin, execution, state_dir).boxed();
         }
         let this = self.clone();
         async move {
@@ -211,7 +242,15 @@ impl NodeExecutor {
                 });
             };
             let bearer = match &upstream.credential {
-                Some(credential) => Some(read_credential(&*this.env, credential).await?),
+                Some(credential) => Some(
+                    read_credential(
+                        &this.grants,
+                        &*this.env,
+                        Some(&execution.tenant),
+                        credential,
+                    )
+                    .await?,
+                ),
                 None => None,
             };
             let timeout = upstream.timeout();
@@ -284,36 +323,82 @@ fn fail(message: String) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
     futures::future::ready(Err(ExecError { message })).boxed()
 }
 
-/// Reads a named credential at call time, so a rotated secret is used from the next call on.
-/// Errors name where it was looked for, never what was found.
+/// Reads the credential an Upstream names, at call time, so a rotated secret is used from the
+/// next call on. Only an operator's credential granted to `tenant` is read (`None`: work no
+/// tenant asked for, which only a credential granted to every tenant serves); the old form,
+/// naming a variable or file of the node, never is. Errors name the credential, never what was
+/// found.
 pub(crate) async fn read_credential(
+    grants: &Grants,
     env: &dyn EnvSource,
+    tenant: Option<&str>,
     credential: &CredentialRef,
 ) -> Result<String, ExecError> {
-    let value = match (&credential.env, &credential.file) {
-        (Some(name), _) => env.var(name).ok_or_else(|| ExecError {
-            message: format!(
-                "the upstream's credential: environment variable {name} is not set on this node"
+    let refuse = |message: String| Err(ExecError { message });
+    let name = match credential {
+        CredentialRef::Named(name) => name,
+        CredentialRef::Legacy(_) => {
+            return refuse(format!(
+                "the upstream's credential {LEGACY_CREDENTIAL}; it is not used"
+            ));
+        }
+    };
+    let Some(source) = grants.credential_for(tenant, name) else {
+        return refuse(match tenant {
+            Some(tenant) => format!(
+                "the upstream's credential {name:?} is not one this node grants to tenant \
+                 {tenant}"
             ),
-        })?,
-        (None, Some(path)) => tokio::fs::read_to_string(path)
-            .await
-            .map_err(|e| ExecError {
-                message: format!("the upstream's credential: reading {path}: {e}"),
-            })?,
-        (None, None) => {
-            return Err(ExecError {
-                message: "the upstream's credential names neither env nor file".into(),
-            });
+            None => format!(
+                "the upstream's credential {name:?} is not granted to every tenant, and no \
+                 tenant asked for this"
+            ),
+        });
+    };
+    let value = match source {
+        CredentialSource::Env(var) => match env.var(var) {
+            Some(value) => value,
+            None => {
+                return refuse(format!(
+                    "the upstream's credential {name:?}: its environment variable is not set on \
+                     this node"
+                ));
+            }
+        },
+        CredentialSource::File(path) => {
+            if let Some(dir) = grants.guarded_dir()
+                && inside_data_dir(path, dir).await
+            {
+                return refuse(format!(
+                    "the upstream's credential {name:?} is a file in the node's data directory, \
+                     which is never sent anywhere"
+                ));
+            }
+            tokio::fs::read_to_string(path)
+                .await
+                .map_err(|e| ExecError {
+                    message: format!(
+                        "the upstream's credential {name:?}: reading its file on this node: {}",
+                        e.kind()
+                    ),
+                })?
         }
     };
     let value = value.trim();
     if value.is_empty() {
-        return Err(ExecError {
-            message: "the upstream's credential is empty".into(),
-        });
+        return refuse(format!("the upstream's credential {name:?} is empty"));
     }
     Ok(value.to_owned())
+}
+
+/// Whether `path` is in the data directory, by its real path now: a link put in place after
+/// the configuration was checked is followed too.
+async fn inside_data_dir(path: &std::path::Path, data_dir: &std::path::Path) -> bool {
+    let path = path.to_owned();
+    let data_dir = data_dir.to_owned();
+    tokio::task::spawn_blocking(move || crate::grants::inside(&path, &data_dir))
+        .await
+        .unwrap_or(true)
 }
 
 /// An MCP `CallToolResult` with one text content, and the structured form when the output is a

@@ -79,6 +79,21 @@ pub enum BreakerState {
 }
 
 impl BreakerState {
+    pub const ALL: [BreakerState; 3] = [
+        BreakerState::Closed,
+        BreakerState::HalfOpen,
+        BreakerState::Open,
+    ];
+
+    /// The metrics label: `closed`, `half_open`, `open`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::HalfOpen => "half_open",
+            BreakerState::Open => "open",
+        }
+    }
+
     /// The gauge value: 0 closed, 1 half-open, 2 open.
     pub fn level(self) -> i64 {
         match self {

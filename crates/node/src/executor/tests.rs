@@ -36,6 +36,26 @@ pub(super) fn registry(yaml: &str) -> SharedRegistry {
     Arc::new(RwLock::new(registry))
 }
 
+/// acme's grants: every built-in tool, and the credentials the tests name.
+pub(super) fn grants() -> Arc<Grants> {
+    Arc::new(
+        Grants::default()
+            .with_builtins("acme", builtin::BuiltinTool::ALL)
+            .with_credential("svc", CredentialSource::Env("SVC_TOKEN".into()), &["acme"])
+            .with_credential("kb", CredentialSource::Env("KB_TOKEN".into()), &["acme"])
+            .with_credential(
+                "unset",
+                CredentialSource::Env("NOT_SET_ANYWHERE".into()),
+                &["acme"],
+            ),
+    )
+}
+
+/// An executor over `registry` with acme's grants.
+pub(super) fn node_executor(registry: SharedRegistry) -> NodeExecutor {
+    NodeExecutor::new(registry, grants())
+}
+
 pub(super) fn execution(tenant: &str, tool: &str, arguments: Value) -> Execution {
     Execution {
         call_id: CallId::from_random(7),
@@ -56,7 +76,7 @@ pub(super) fn result(out: &ToolOutput) -> Value {
 
 #[tokio::test]
 async fn echo_answers_with_the_arguments_as_text_and_structured_content() {
-    let executor = NodeExecutor::new(registry(""));
+    let executor = node_executor(registry(""));
     let out = executor
         .execute(execution("acme", "dev.echo", json!({"a": 1})))
         .await
@@ -71,7 +91,7 @@ async fn echo_answers_with_the_arguments_as_text_and_structured_content() {
 
 #[tokio::test]
 async fn sleep_answers_after_the_time_asked_for() {
-    let executor = NodeExecutor::new(registry(""));
+    let executor = node_executor(registry(""));
     let started = std::time::Instant::now();
     let out = executor
         .execute(execution("acme", "dev.sleep", json!({"ms": 50})))
@@ -88,7 +108,7 @@ async fn sleep_answers_after_the_time_asked_for() {
 
 #[tokio::test]
 async fn fail_answers_an_error_result_and_unknown_builtins_do_not_run() {
-    let executor = NodeExecutor::new(registry(""));
+    let executor = node_executor(registry(""));
     let out = executor
         .execute(execution("acme", "dev.fail", json!({})))
         .await
@@ -100,14 +120,15 @@ async fn fail_answers_an_error_result_and_unknown_builtins_do_not_run() {
         .await
         .unwrap_err();
     assert!(
-        err.message.contains("echo, sleep, fail and transfer"),
+        err.message
+            .contains("built-in tool nope is not enabled for tenant acme"),
         "{err}"
     );
 }
 
 #[tokio::test]
 async fn an_upstream_of_another_tenant_is_not_found_and_an_unreachable_mcp_upstream_is_an_error() {
-    let executor = NodeExecutor::new(registry(""));
+    let executor = node_executor(registry(""));
     let err = executor
         .execute(execution("globex", "dev.echo", json!({})))
         .await
@@ -182,10 +203,8 @@ fn http_upstream(addr: SocketAddr, extra: &str) -> String {
 async fn http_posts_the_arguments_with_the_call_headers_and_the_credential() {
     let (addr, log) = fake_upstream().await;
     let env: HashMap<String, String> = [("SVC_TOKEN".to_owned(), "s3cret\n".to_owned())].into();
-    let executor = NodeExecutor::with_env(
-        registry(&http_upstream(addr, "credential: {env: SVC_TOKEN}")),
-        Arc::new(env),
-    );
+    let executor =
+        node_executor(registry(&http_upstream(addr, "credential: svc"))).with_env(Arc::new(env));
     let mut call = execution("acme", "svc.ok", json!({"amount": 5}));
     call.skill_context = Some("Be brief.\nÜber alles: refunds".into());
     let out = executor.execute(call.clone()).await.unwrap();
@@ -236,7 +255,7 @@ fn decode_context(text: &str) -> String {
 #[tokio::test]
 async fn http_answers_other_than_2xx_are_tool_errors_and_text_is_passed_as_text() {
     let (addr, log) = fake_upstream().await;
-    let executor = NodeExecutor::new(registry(&http_upstream(addr, "trusted: false")));
+    let executor = node_executor(registry(&http_upstream(addr, "trusted: false")));
     let out = executor
         .execute(execution("acme", "svc.boom", json!({})))
         .await
@@ -261,7 +280,7 @@ async fn http_answers_other_than_2xx_are_tool_errors_and_text_is_passed_as_text(
 #[tokio::test]
 async fn http_timeouts_and_refused_connections_are_exec_errors() {
     let (addr, _log) = fake_upstream().await;
-    let executor = NodeExecutor::new(registry(&http_upstream(addr, "timeoutMs: 100")));
+    let executor = node_executor(registry(&http_upstream(addr, "timeoutMs: 100")));
     let err = executor
         .execute(execution("acme", "svc.slow", json!({})))
         .await
@@ -273,7 +292,7 @@ async fn http_timeouts_and_refused_connections_are_exec_errors() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let executor = NodeExecutor::new(registry(&http_upstream(closed, "timeoutMs: 2000")));
+    let executor = node_executor(registry(&http_upstream(closed, "timeoutMs: 2000")));
     let err = executor
         .execute(execution("acme", "svc.ok", json!({})))
         .await
@@ -282,12 +301,35 @@ async fn http_timeouts_and_refused_connections_are_exec_errors() {
 }
 
 #[tokio::test]
+async fn an_upstream_urls_secrets_never_reach_the_error() {
+    // A port that was just free: nothing listens there, and the error names the URL.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let yaml = format!(
+        "---\napiVersion: gatehouse.dev/v1\nkind: Upstream\nmetadata: {{name: svc}}\n\
+         spec: {{type: http, url: 'http://{closed}/api?api_key=k3y-s3cret&region=eu'}}\n"
+    );
+    let err = node_executor(registry(&yaml))
+        .execute(execution("acme", "svc.ok", json!({})))
+        .await
+        .unwrap_err();
+    assert!(!err.message.contains("k3y-s3cret"), "{err}");
+    assert!(err.message.contains("api_key=redacted"), "{err}");
+}
+
+#[tokio::test]
 async fn credentials_are_read_at_call_time() {
     let (addr, log) = fake_upstream().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("token");
-    let yaml = http_upstream(addr, &format!("credential: {{file: '{}'}}", path.display()));
-    let executor = NodeExecutor::new(registry(&yaml));
+    let grants =
+        Grants::default().with_credential("svc", CredentialSource::File(path.clone()), &["acme"]);
+    let executor = NodeExecutor::new(
+        registry(&http_upstream(addr, "credential: svc")),
+        Arc::new(grants),
+    );
     let err = executor
         .execute(execution("acme", "svc.ok", json!({})))
         .await
@@ -313,13 +355,126 @@ async fn credentials_are_read_at_call_time() {
         .collect();
     assert_eq!(bearers, ["Bearer first", "Bearer rotated"]);
 
-    let missing = NodeExecutor::with_env(
-        registry(&http_upstream(addr, "credential: {env: NOT_SET_ANYWHERE}")),
-        Arc::new(HashMap::<String, String>::new()),
-    );
+    let missing = node_executor(registry(&http_upstream(addr, "credential: unset")))
+        .with_env(Arc::new(HashMap::<String, String>::new()));
     let err = missing
         .execute(execution("acme", "svc.ok", json!({})))
         .await
         .unwrap_err();
-    assert!(err.message.contains("NOT_SET_ANYWHERE is not set"), "{err}");
+    assert!(
+        err.message
+            .contains("\"unset\": its environment variable is not set"),
+        "{err}"
+    );
+    assert!(!err.message.contains("NOT_SET_ANYWHERE"), "{err}");
+}
+
+#[tokio::test]
+async fn only_credentials_granted_to_the_calling_tenant_are_read_and_never_the_old_form() {
+    let (addr, log) = fake_upstream().await;
+    let env: HashMap<String, String> = [("SVC_TOKEN".to_owned(), "s3cret".to_owned())].into();
+    // A shared upstream naming acme's credential: globex's calls are refused.
+    let shared = node_executor(registry(&http_upstream(addr, "credential: svc")))
+        .with_env(Arc::new(env.clone()));
+    refused_unsent(
+        &shared,
+        "globex",
+        &log,
+        "not one this node grants to tenant globex",
+    )
+    .await;
+    // What an earlier version stored: a file of the node. Never read, never sent.
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("cluster.key");
+    std::fs::write(&key, "peer_secret").unwrap();
+    let old = node_executor(registry(""));
+    let stored: Resource = serde_json::from_value(json!({
+        "kind": "Upstream",
+        "apiVersion": "gatehouse.dev/v1",
+        "metadata": {"name": "svc", "tenant": "acme"},
+        "spec": {"type": "http", "url": format!("http://{addr}/api/"),
+                 "credential": {"file": key.display().to_string()}},
+    }))
+    .unwrap();
+    let written_before = Proposal {
+        request_id: uuid::Uuid::from_u128(2),
+        at: 0,
+        command: Command::Put {
+            resources: vec![stored],
+        },
+    };
+    old.registry
+        .write()
+        .unwrap()
+        .apply(2, &written_before)
+        .expect("apply does not validate: what a log holds is applied");
+    let old = old.with_env(Arc::new(env));
+    refused_unsent(&old, "acme", &log, "`credential: NAME`").await;
+}
+
+/// Calls `svc.ok` for `tenant` and expects a refusal saying `why`, with nothing sent upstream.
+async fn refused_unsent(executor: &NodeExecutor, tenant: &str, log: &Log, why: &str) {
+    let err = executor
+        .execute(execution(tenant, "svc.ok", json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains(why), "{err}");
+    assert!(log.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn a_credential_file_in_the_data_directory_is_never_read() {
+    let (addr, log) = fake_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("admin.key"), "gate_admin").unwrap();
+    // A link made after the configuration was checked.
+    let link = dir.path().join("svc.key");
+    std::os::unix::fs::symlink(data.join("admin.key"), &link).unwrap();
+    let grants = Grants::default()
+        .with_credential("svc", CredentialSource::File(link), &["acme"])
+        .guarding(&data);
+    let executor = NodeExecutor::new(
+        registry(&http_upstream(addr, "credential: svc")),
+        Arc::new(grants),
+    );
+    refused_unsent(&executor, "acme", &log, "data directory").await;
+}
+
+#[tokio::test]
+async fn built_in_tools_run_only_for_tenants_they_are_enabled_for_each_in_its_own_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let grants = Grants::default()
+        .with_builtins("acme", [builtin::BuiltinTool::Transfer])
+        .with_builtins("globex", [builtin::BuiltinTool::Echo]);
+    let registry = registry(
+        "---\napiVersion: gatehouse.dev/v1\nkind: Upstream\nmetadata: {name: dev, tenant: globex}\n\
+         spec: {type: builtin}\n",
+    );
+    let executor =
+        NodeExecutor::new(registry, Arc::new(grants)).with_state_dir(dir.path().to_owned());
+    let transfer = json!({"from": "alice", "to": "bob", "amount": 5});
+    let out = executor
+        .execute(execution("acme", "dev.transfer", transfer.clone()))
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{out:?}");
+    let err = executor
+        .execute(execution("globex", "dev.transfer", transfer))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("built-in tool transfer is not enabled for tenant globex"),
+        "{err}"
+    );
+    let err = executor
+        .execute(execution("acme", "dev.echo", json!({})))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("not enabled for tenant acme"), "{err}");
+    assert!(builtin::ledger_path(&dir.path().join("acme")).exists());
+    assert!(!dir.path().join("globex").exists());
+    assert!(!builtin::ledger_path(dir.path()).exists());
 }

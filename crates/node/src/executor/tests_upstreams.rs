@@ -2,7 +2,7 @@
 //! circuit breaker behave.
 
 use super::test_mcp;
-use super::tests::{execution, registry, result};
+use super::tests::{execution, node_executor, registry, result};
 use super::*;
 use axum::Router;
 use axum::extract::{Request, State};
@@ -26,10 +26,8 @@ async fn mcp_calls_carry_context_idempotency_key_and_trace_in_meta() {
     let upstream = test_mcp::Upstream::default();
     let addr = test_mcp::serve(upstream.clone()).await;
     let env: HashMap<String, String> = [("KB_TOKEN".to_owned(), "t0ken".to_owned())].into();
-    let executor = NodeExecutor::with_env(
-        registry(&mcp_upstream(addr, "credential: {env: KB_TOKEN}")),
-        Arc::new(env),
-    );
+    let executor =
+        node_executor(registry(&mcp_upstream(addr, "credential: kb"))).with_env(Arc::new(env));
     let mut call = execution("acme", "kb.whoami", json!({"q": "refunds"}));
     call.skill_context = Some("Answer in French.".into());
     let out = executor.execute(call.clone()).await.unwrap();
@@ -69,7 +67,7 @@ async fn mcp_calls_carry_context_idempotency_key_and_trace_in_meta() {
 async fn an_mcp_protocol_error_is_an_exec_error() {
     let upstream = test_mcp::Upstream::default();
     let addr = test_mcp::serve(upstream.clone()).await;
-    let executor = NodeExecutor::new(registry(&mcp_upstream(addr, "trusted: true")));
+    let executor = node_executor(registry(&mcp_upstream(addr, "trusted: true")));
     let err = executor
         .execute(execution("acme", "kb.broken", json!({})))
         .await
@@ -133,7 +131,7 @@ fn http_registry(addr: SocketAddr, upstream_extra: &str) -> SharedRegistry {
 async fn http_bindings_choose_method_path_query_and_body() {
     let server = Server::default();
     let addr = http_server(server.clone()).await;
-    let executor = NodeExecutor::new(http_registry(addr, "trusted: false"));
+    let executor = node_executor(http_registry(addr, "trusted: false"));
     let out = executor
         .execute(execution(
             "acme",
@@ -175,7 +173,7 @@ async fn http_bindings_choose_method_path_query_and_body() {
 async fn only_retry_safe_calls_are_retried_after_a_5xx() {
     let server = Server::default();
     let addr = http_server(server.clone()).await;
-    let executor = NodeExecutor::new(http_registry(addr, "retries: {attempts: 2, backoffMs: 1}"));
+    let executor = node_executor(http_registry(addr, "retries: {attempts: 2, backoffMs: 1}"));
 
     server.failing.store(1, Ordering::SeqCst);
     let out = executor
@@ -203,7 +201,7 @@ async fn only_retry_safe_calls_are_retried_after_a_5xx() {
 async fn the_breaker_fails_fast_after_consecutive_failures_and_recovers_after_cooldown() {
     let server = Server::default();
     let addr = http_server(server.clone()).await;
-    let executor = NodeExecutor::new(http_registry(
+    let executor = node_executor(http_registry(
         addr,
         "circuitBreaker: {failures: 3, cooldownMs: 200}",
     ));

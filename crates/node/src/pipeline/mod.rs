@@ -102,7 +102,7 @@ impl Pipeline {
             validators: Validators::new(10_000),
             authenticator,
             audit,
-            metrics: Metrics::new(),
+            metrics: Metrics::default(),
             stopping: Arc::default(),
         }
     }

@@ -10,6 +10,8 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_server::RegistryService;
 use gatehouse_registry::cascade::Query;
 use gatehouse_registry::command::{Change, Response as Applied};
+use gatehouse_registry::redact;
+use gatehouse_registry::registry::Stored;
 use gatehouse_registry::resource::Role;
 use gatehouse_registry::{Command, Kind, ResourceKey};
 use tonic::{Request, Response, Status};
@@ -109,6 +111,23 @@ fn writable(caller: &Caller, key: &ResourceKey) -> bool {
     }
 }
 
+/// A resource as `caller` reads it: an Upstream's URL keeps its secrets (a key in its query)
+/// only for those who may change it; its tenant's agents and approvers read it redacted.
+fn shown(caller: &Caller, stored: &Stored) -> pb::Resource {
+    let mut resource = convert::resource_to(stored);
+    if stored.resource.kind() == Kind::Upstream && !writable(caller, &stored.resource.key()) {
+        let mut spec: serde_json::Value =
+            serde_json::from_str(&resource.spec_json).unwrap_or_default();
+        if let Some(url) = spec.get_mut("url")
+            && let Some(text) = url.as_str()
+        {
+            *url = redact::url(text).into();
+            resource.spec_json = spec.to_string();
+        }
+    }
+    resource
+}
+
 fn forbid(caller: &Caller, key: &ResourceKey) -> Status {
     // Tenants and principals are cluster-wide: refusing says nothing about any tenant.
     let cluster_wide = matches!(key.kind, Kind::Tenant | Kind::Principal);
@@ -185,7 +204,7 @@ impl RegistryService for Registry {
         let registry = self.cluster.registry.read().expect("registry lock");
         match registry.get(&key).filter(|_| visible(&caller, &key)) {
             Some(stored) => Ok(Response::new(pb::GetResourceResponse {
-                resource: Some(convert::resource_to(stored)),
+                resource: Some(shown(&caller, stored)),
             })),
             None => Err(Status::not_found(format!("{key} does not exist"))),
         }
@@ -234,7 +253,7 @@ impl RegistryService for Registry {
             _ => String::new(),
         };
         Ok(Response::new(pb::ListResourcesResponse {
-            resources: page.into_iter().map(convert::resource_to).collect(),
+            resources: page.into_iter().map(|s| shown(&caller, s)).collect(),
             next_page_token,
         }))
     }

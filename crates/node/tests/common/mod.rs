@@ -43,6 +43,18 @@ pub const FAST_RAFT: [&str; 6] = [
     "600",
 ];
 
+/// Writes `dir/credentials.toml`, declaring the credential `billing` that examples/gateway's
+/// upstream names (granted to globex), and answers the flag that gives it to `serve`.
+pub fn examples_credentials(dir: &Path) -> [String; 2] {
+    let path = dir.join("credentials.toml");
+    std::fs::write(
+        &path,
+        "[[credential]]\nname = \"billing\"\nenv = \"BILLING_TOKEN\"\ntenants = [\"globex\"]\n",
+    )
+    .expect("writing credentials.toml");
+    ["--credentials-file".to_owned(), path.display().to_string()]
+}
+
 /// `gatehouse serve` as node `id`, its data under `dir/node-ID` and its log in `dir/node-ID.log`,
 /// on ports the kernel picks, with fast Raft timings; `extra` arguments after the common ones.
 pub fn serve(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {

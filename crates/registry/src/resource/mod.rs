@@ -19,7 +19,10 @@ pub use tenant::TenantSpec;
 pub use tool::{
     ArgConstraint, DISCOVERED_FROM, HttpBinding, ModeSource, ToolAnnotations, ToolSpec,
 };
-pub use upstream::{BreakerPolicy, CredentialRef, RetryPolicy, UpstreamKind, UpstreamSpec};
+pub use upstream::{
+    BreakerPolicy, CredentialRef, LEGACY_CREDENTIAL, LegacyCredential, RetryPolicy, UpstreamKind,
+    UpstreamSpec,
+};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -336,6 +339,13 @@ mod tests {
             fields,
             ["spec.url", "spec.credential", "spec.timeoutMs"],
             "{found:?}"
+        );
+        assert!(found[1].contains("`credential: NAME`"), "{found:?}");
+        assert!(
+            problems(
+                "kind: Upstream\nmetadata: {name: u}\nspec: {type: mcp, url: 'http://h', credential: stripe}"
+            )
+            .is_empty()
         );
     }
 

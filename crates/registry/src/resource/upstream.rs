@@ -1,4 +1,4 @@
-use super::Problem;
+use super::{Problem, is_valid_name};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -14,8 +14,9 @@ pub enum UpstreamKind {
     Builtin,
 }
 
-/// Where tools come from. Credentials are named, never stored: each node reads them from its own
-/// environment or files, so snapshots and backups carry no secrets.
+/// Where tools come from. Credentials are named, never stored: each node finds the name in its
+/// operator's configuration, so snapshots and backups carry no secrets and a tenant's admin
+/// cannot point a node at its own files.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpstreamSpec {
@@ -108,14 +109,47 @@ const MAX_MS: u64 = 24 * 60 * 60 * 1000;
 /// Most retries of one call.
 const MAX_RETRIES: u32 = 10;
 
+/// How an Upstream names the secret it is called with: by the name of a credential the operator
+/// declared in the nodes' configuration (`credential: stripe`), which says where the secret is
+/// and which tenants may use it. The registry never holds a path or a variable name a node
+/// would read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "the name of a credential the operator declared, as `credential: NAME`"
+)]
+pub enum CredentialRef {
+    /// The name of an operator-declared credential.
+    Named(String),
+    /// The form earlier versions stored (`{env: VAR}` or `{file: PATH}`): still read from old
+    /// logs and snapshots, refused when proposed, and never used by a node.
+    Legacy(LegacyCredential),
+}
+
+/// An environment variable or file of the node, as earlier versions let an Upstream name it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CredentialRef {
+pub struct LegacyCredential {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
 }
+
+impl CredentialRef {
+    /// The operator credential's name; `None` for the old form, which is never used.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            CredentialRef::Named(name) => Some(name),
+            CredentialRef::Legacy(_) => None,
+        }
+    }
+}
+
+/// What an Upstream naming its credential the old way is told.
+pub const LEGACY_CREDENTIAL: &str = "names a variable or file of the node, which Upstreams may \
+     no longer do: the operator declares credentials in the nodes' configuration and grants \
+     them to tenants; name one here, as `credential: NAME` (ask the operator for the name)";
 
 impl UpstreamSpec {
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -153,12 +187,32 @@ impl UpstreamSpec {
             }
             _ => {}
         }
-        if let Some(cred) = &self.credential
-            && cred.env.is_some() == cred.file.is_some()
+        if let Some(url) = &self.url
+            && crate::redact::has_userinfo(url)
         {
             problems.push(Problem::new(
+                "spec.url",
+                "holds userinfo (user:password@): secrets never go in the url; use a \
+                 credential the operator declares, `credential: NAME`",
+            ));
+        }
+        match &self.credential {
+            Some(CredentialRef::Legacy(_)) => {
+                problems.push(Problem::new("spec.credential", LEGACY_CREDENTIAL))
+            }
+            Some(CredentialRef::Named(name)) if !is_valid_name(name) => problems.push(Problem::new(
                 "spec.credential",
-                "name exactly one of env or file",
+                format!(
+                    "{name:?} is not a credential name: 1 to 128 of a-z, 0-9, '-', '_' and '.', \
+                     starting with a letter or digit"
+                ),
+            )),
+            Some(CredentialRef::Named(_)) | None => {}
+        }
+        if self.kind == UpstreamKind::Builtin && self.credential.is_some() {
+            problems.push(Problem::new(
+                "spec.credential",
+                "built-in upstreams run in the node and take no credential",
             ));
         }
         if let Some(ms) = self.timeout_ms
@@ -243,6 +297,67 @@ mod tests {
         assert_eq!(spec.breaker_policy(), BreakerPolicy::default());
         assert_eq!(spec.refresh_every(), std::time::Duration::from_secs(300));
         assert!(problems(&spec).is_empty());
+    }
+
+    #[test]
+    fn a_credential_is_named_and_the_old_form_still_reads_but_is_refused() {
+        let named = parse("{type: http, url: 'https://api.example', credential: stripe}");
+        assert_eq!(
+            named.credential,
+            Some(CredentialRef::Named("stripe".into()))
+        );
+        assert_eq!(
+            named.credential.as_ref().and_then(CredentialRef::name),
+            Some("stripe")
+        );
+        assert!(problems(&named).is_empty());
+
+        // What an earlier version stored still deserializes (old logs and snapshots load), and
+        // serializes back as it was, but it is refused when proposed and names no credential.
+        let stored =
+            r#"{"type":"http","url":"http://h","credential":{"file":"/data/cluster.key"}}"#;
+        let old: UpstreamSpec = serde_json::from_str(stored).unwrap();
+        assert_eq!(
+            old.credential,
+            Some(CredentialRef::Legacy(LegacyCredential {
+                env: None,
+                file: Some("/data/cluster.key".into())
+            }))
+        );
+        assert_eq!(
+            serde_json::to_value(&old).unwrap()["credential"],
+            serde_json::json!({"file": "/data/cluster.key"})
+        );
+        assert_eq!(old.credential.as_ref().and_then(CredentialRef::name), None);
+        assert_eq!(problems(&old), ["spec.credential"]);
+
+        for bad in ["'/data/cluster.key'", "'../admin.key'", "STRIPE", "''"] {
+            let spec = parse(&format!(
+                "{{type: http, url: 'http://h', credential: {bad}}}"
+            ));
+            assert_eq!(problems(&spec), ["spec.credential"], "{bad}");
+        }
+        let odd: Result<UpstreamSpec, _> =
+            serde_norway::from_str("{type: http, url: 'http://h', credential: {path: /x}}");
+        assert!(
+            odd.unwrap_err().to_string().contains("`credential: NAME`"),
+            "what is expected is said"
+        );
+        let builtin = parse("{type: builtin, credential: stripe}");
+        assert_eq!(problems(&builtin), ["spec.credential"]);
+    }
+
+    #[test]
+    fn a_url_with_userinfo_is_refused() {
+        for url in [
+            "https://user:pw@api.example/v1",
+            "https://token@api.example",
+        ] {
+            let spec = parse(&format!("{{type: http, url: '{url}'}}"));
+            assert_eq!(problems(&spec), ["spec.url"], "{url}");
+        }
+        let fine = parse("{type: http, url: 'https://api.example/users/@me'}");
+        assert!(problems(&fine).is_empty());
     }
 
     #[test]

@@ -96,17 +96,21 @@ impl RawMcp {
             "io.modelcontextprotocol/clientInfo".into(),
             json!({"name": "gatehouse-tests", "version": "0"}),
         );
-        meta.insert(
-            "io.modelcontextprotocol/clientCapabilities".into(),
-            json!({}),
-        );
+        // A request may declare capabilities of its own (the tasks extension, say).
+        meta.entry("io.modelcontextprotocol/clientCapabilities")
+            .or_insert_with(|| json!({}));
         json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
     }
 
     /// Sends a JSON-RPC request and reads its answer.
     pub async fn request(&self, method: &str, params: Value) -> anyhow::Result<Answer> {
         let body = self.body(method, params);
-        let name = body["params"]["name"].as_str().map(str::to_owned);
+        // The target the revision names in `Mcp-Name`: a tool's or prompt's name, a resource's
+        // URI, a task's id.
+        let name = ["name", "uri", "taskId"]
+            .iter()
+            .find_map(|field| body["params"][field].as_str())
+            .map(str::to_owned);
         let bytes = serde_json::to_vec(&body)?;
         self.post(method, name.as_deref(), bytes, true).await
     }

@@ -18,15 +18,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OnceCell, oneshot, watch};
 
 use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::routing::any;
 
 /// One request the upstream received, recorded when it arrived (before any hold or delay).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Invocation {
-    /// The path after the first `/`: the tool's own name, the part after `upstream.`.
+    /// The path after the first `/`, percent-decoded: the tool's own name, the part after
+    /// `upstream.`, for a tool without an HTTP binding.
     pub tool: String,
+    /// The request's method.
+    pub method: String,
+    /// The request target's path exactly as it arrived on the request line: not decoded, no
+    /// dot segment resolved.
+    pub raw_path: String,
     pub idempotency_key: Option<String>,
     pub call_id: Option<String>,
     pub tenant: Option<String>,
@@ -99,7 +105,7 @@ impl RecordingUpstream {
         });
         let (stop, stopped) = oneshot::channel();
         let app = Router::new()
-            .route("/{*tool}", post(invoke))
+            .route("/{*tool}", any(invoke))
             .with_state(shared.clone());
         let thread = std::thread::Builder::new()
             .name("recording-upstream".into())
@@ -236,6 +242,8 @@ impl Drop for RecordingUpstream {
 async fn invoke(
     State(shared): State<Arc<Shared>>,
     Path(tool): Path<String>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
     body: String,
 ) -> (StatusCode, String) {
@@ -253,6 +261,8 @@ async fn invoke(
     });
     let invocation = Invocation {
         tool: tool.clone(),
+        method: method.to_string(),
+        raw_path: uri.path().to_owned(),
         idempotency_key: header("idempotency-key"),
         call_id: header("gatehouse-call-id"),
         tenant: header("gatehouse-tenant"),
@@ -370,6 +380,10 @@ mod tests {
         let seen = upstream.invocations();
         assert_eq!(seen.len(), 1);
         assert_eq!(seen[0].tool, "create_refund");
+        assert_eq!(
+            (seen[0].method.as_str(), seen[0].raw_path.as_str()),
+            ("POST", "/create_refund")
+        );
         assert_eq!(seen[0].tenant.as_deref(), Some("acme"));
         assert_eq!(seen[0].skill_context.as_deref(), Some("Be brief."));
         assert_eq!(seen[0].body, r#"{"amount":5}"#);
@@ -378,6 +392,21 @@ mod tests {
 
         upstream.set_response("boom", 503, "down");
         assert_eq!(post(&upstream, "boom", &[], "{}"), (503, "down".into()));
+    }
+
+    #[test]
+    fn the_request_line_is_recorded_as_it_arrived() {
+        let upstream = RecordingUpstream::start();
+        let mut stream = std::net::TcpStream::connect(upstream.addr).unwrap();
+        let request = "GET /tenants/acme/items/../%2e%2E/summary HTTP/1.1\r\nHost: x\r\n\
+             Connection: close\r\n\r\n";
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let seen = upstream.invocations();
+        assert_eq!(seen[0].method, "GET");
+        assert_eq!(seen[0].raw_path, "/tenants/acme/items/../%2e%2E/summary");
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub trait ClusterPort: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct Execution {
     pub call_id: CallId,
+    /// The claim this execution runs under; `None` for a call run at once, which has none.
+    pub claim_id: Option<String>,
     pub tenant: String,
     /// The namespaced tool, `upstream.tool`.
     pub tool: String,

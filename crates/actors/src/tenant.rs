@@ -187,8 +187,7 @@ impl TenantState {
                         node,
                         epoch,
                     };
-                    note(&call, "expire", shared.cluster.propose(command).await);
-                    shared.work.end(&call);
+                    settle(&shared, &call, "expire", command).await;
                 }
                 Duty::MarkUnknown { call, epoch } => {
                     let command = Command::MarkUnknown {
@@ -196,8 +195,7 @@ impl TenantState {
                         node,
                         epoch,
                     };
-                    note(&call, "mark unknown", shared.cluster.propose(command).await);
-                    shared.work.end(&call);
+                    settle(&shared, &call, "mark unknown", command).await;
                 }
                 Duty::ClaimAndRun { call, epoch } => {
                     claim_and_run(&shared, &handle, call, epoch).await;
@@ -232,6 +230,21 @@ impl TenantState {
                 .calls_of(&self.tenant)
                 .any(|c| !c.state.is_finished()))
     }
+}
+
+/// How long a duty that could not be proposed stays in flight before the next look may try it
+/// again: a port that refuses at once (an audit log that cannot write) must not spin the actor.
+const DUTY_RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// Proposes a duty's command; one that did not go through keeps the call in flight for a pause.
+async fn settle(shared: &Arc<Shared>, call: &CallId, what: &str, command: Command) {
+    let result = shared.cluster.propose(command).await;
+    let unavailable = matches!(result, Err(ProposeError::Unavailable(_)));
+    note(call, what, result);
+    if unavailable {
+        tokio::time::sleep(DUTY_RETRY_PAUSE).await;
+    }
+    shared.work.end(call);
 }
 
 fn note(call: &CallId, what: &str, result: Result<Response, ProposeError>) {
@@ -279,6 +292,7 @@ async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId
     let spec = &record.spec;
     let execution = Execution {
         call_id: call.clone(),
+        claim_id: Some(claim_id.clone()),
         tenant: spec.tenant.clone(),
         tool: spec.tool.clone(),
         arguments: spec.arguments.clone(),

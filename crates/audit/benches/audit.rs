@@ -16,6 +16,7 @@ fn entry(i: u64) -> Entry {
         mode: Some("read_only".into()),
         decision: Some("allow-reads".into()),
         call_id: Some(format!("call-{i}")),
+        claim_id: None,
         args_sha256: Some("ab".repeat(32)),
         output_sha256: Some("cd".repeat(32)),
         output_len: Some(1024),
@@ -41,7 +42,7 @@ fn main() {
         let log = AuditLog::open(&dir.path().join("fire"), 1).expect("the log opens");
         let start = Instant::now();
         for i in 0..records {
-            log.record(entry(i));
+            log.record(entry(i)).expect("the log takes entries");
         }
         log.flush().await.expect("flush");
         report("record + flush", records, start, log.stats());

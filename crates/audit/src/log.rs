@@ -4,8 +4,8 @@ use crate::disk::Disk;
 use crate::record::Entry;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
@@ -40,6 +40,9 @@ struct Shared {
     // while the disk is slower than the calls; `queued` counts it and a warning says so.
     tx: mpsc::UnboundedSender<Msg>,
     closed: AtomicBool,
+    /// Set when a write failed (or one was made to fail): from then on every entry is refused,
+    /// at once, so callers that must not act without a record find out before they act.
+    failure: Mutex<Option<(io::ErrorKind, String)>>,
     queued: AtomicU64,
     batches: AtomicU64,
     records: AtomicU64,
@@ -69,6 +72,7 @@ impl AuditLog {
         let shared = Arc::new(Shared {
             tx,
             closed: AtomicBool::new(false),
+            failure: Mutex::new(None),
             queued: AtomicU64::new(0),
             batches: AtomicU64::new(0),
             records: AtomicU64::new(0),
@@ -79,19 +83,45 @@ impl AuditLog {
     }
 
     /// Queues the entry for the next group commit and returns at once (never waits for disk).
-    pub fn record(&self, entry: Entry) {
-        if !self.send(entry, None) {
-            tracing::warn!("audit log closed: an entry was dropped");
+    /// Refused, with nothing queued, when the log is closed or its writer has failed, so a
+    /// caller that must not act without its record learns it before it acts. An entry taken
+    /// here is still lost if the writer fails before its batch is synced, or the process dies.
+    pub fn record(&self, entry: Entry) -> io::Result<()> {
+        self.writable()?;
+        if self.send(entry, None) {
+            Ok(())
+        } else {
+            Err(closed())
         }
     }
 
-    /// Resolves with the record's sequence number once its batch is fsync'd.
+    /// Resolves with the record's sequence number once its batch is fsync'd; refused at once
+    /// when the log is closed or its writer has failed.
     pub async fn record_durable(&self, entry: Entry) -> io::Result<u64> {
+        self.writable()?;
         let (done, answer) = oneshot::channel();
         if !self.send(entry, Some(done)) {
             return Err(closed());
         }
         answer.await.unwrap_or_else(|_| Err(closed()))
+    }
+
+    /// Whether the log takes entries: it is open and its writer has not failed.
+    pub fn writable(&self) -> io::Result<()> {
+        if self.shared.closed.load(Ordering::SeqCst) {
+            return Err(closed());
+        }
+        match &*lock(&self.shared.failure) {
+            Some((kind, message)) => Err(io::Error::new(*kind, message.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Fault injection, for tests of what must not happen without a record: the writer fails
+    /// from now on exactly as after a write the disk refused. Entries queued and not yet
+    /// written are refused with it; a restart (a new `open`) recovers from what is on disk.
+    pub fn inject_write_failure(&self, reason: &str) {
+        fail(&self.shared, io::ErrorKind::Other, reason.to_owned());
     }
 
     /// Waits until everything queued before it is durable.
@@ -103,7 +133,7 @@ impl AuditLog {
         answer.await.unwrap_or_else(|_| Err(closed()))
     }
 
-    /// Flushes and stops the writer; later records are dropped with a warning.
+    /// Flushes and stops the writer; later records are refused.
     pub async fn close(&self) {
         self.shared.closed.store(true, Ordering::SeqCst);
         let (done, answer) = oneshot::channel();
@@ -156,6 +186,19 @@ impl Msg {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Puts the log into its failed state (once: the first failure is the one reported).
+fn fail(shared: &Shared, kind: io::ErrorKind, message: String) {
+    let mut failure = lock(&shared.failure);
+    if failure.is_none() {
+        tracing::error!(error = %message, "audit log write failed; refusing further entries");
+        *failure = Some((kind, message));
+    }
+}
+
 fn closed() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "audit log closed")
 }
@@ -165,7 +208,6 @@ fn closed() -> io::Error {
 /// continue: every later entry is refused, and a restart recovers from what is on disk.
 async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Arc<Shared>) {
     let mut disk = Some(disk);
-    let mut failure: Option<(io::ErrorKind, String)> = None;
     let mut closing = None;
     while closing.is_none() {
         let Some(first) = rx.recv().await else { break };
@@ -211,8 +253,9 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
             .queued
             .fetch_sub(entries.len() as u64, Ordering::Relaxed);
         let count = entries.len() as u64;
-        let result = match (disk.take(), &failure) {
-            (_, Some((kind, message))) => Err(io::Error::new(*kind, message.clone())),
+        let failure = lock(&shared.failure).clone();
+        let result = match (disk.take(), failure) {
+            (_, Some((kind, message))) => Err(io::Error::new(kind, message)),
             (Some(d), None) if entries.is_empty() => {
                 disk = Some(d);
                 Ok(0)
@@ -249,11 +292,8 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
                 }
             }
             Err(e) => {
-                if failure.is_none() {
-                    tracing::error!(error = %e, "audit log write failed; refusing further entries");
-                    failure = Some((e.kind(), e.to_string()));
-                    disk = None;
-                }
+                fail(&shared, e.kind(), e.to_string());
+                disk = None;
                 if count > 0 {
                     tracing::error!(lost = count, error = %e, "audit entries not written");
                 }

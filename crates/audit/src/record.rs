@@ -20,13 +20,18 @@ pub struct Entry {
     pub target: Option<String>,
     /// Effective approval mode, snake_case.
     pub mode: Option<String>,
-    /// Policy decision id, or approve/reject/cancel/resolve, or put/delete.
+    /// Policy decision id, or approve/reject/cancel/resolve/expire/mark_unknown, or execute,
+    /// or load_toolset, or put/delete.
     pub decision: Option<String>,
     pub call_id: Option<String>,
+    /// The claim an execution runs under. Absent from records written before it existed.
+    #[serde(default)]
+    pub claim_id: Option<String>,
     pub args_sha256: Option<String>,
     pub output_sha256: Option<String>,
     pub output_len: Option<u64>,
-    /// e.g. `succeeded`, `failed`, `pending`, `refused:<code>`.
+    /// e.g. `succeeded`, `failed`, `pending`, `refused:<code>`; `requested` for an action
+    /// recorded before it is taken, `started` for an upstream request about to be made.
     pub outcome: String,
     pub trace_id: Option<String>,
 }
@@ -40,6 +45,8 @@ pub enum Kind {
     ResourceRead,
     Approval,
     AdminChange,
+    /// A principal widened its own tool list (`gatehouse.load_toolset`).
+    ToolsetLoad,
 }
 
 /// One line of the log. Serialized, its fields come in this order, `None` as `null`, and

@@ -13,6 +13,7 @@ fn entry(i: u64) -> Entry {
         mode: Some("read_only".into()),
         decision: Some("allow-reads".into()),
         call_id: Some(format!("call-{i}")),
+        claim_id: None,
         args_sha256: Some("ab".repeat(32)),
         output_sha256: Some("cd".repeat(32)),
         output_len: Some(i),
@@ -25,7 +26,7 @@ fn entry(i: u64) -> Entry {
 async fn write_log(dir: &Path, n: u64) {
     let log = AuditLog::open(dir, 1).unwrap();
     for i in 1..=n {
-        log.record(entry(i));
+        log.record(entry(i)).unwrap();
     }
     log.close().await;
 }
@@ -232,7 +233,7 @@ async fn open_refuses_a_damaged_last_record_and_names_its_line() {
 async fn record_durable_returns_only_after_the_bytes_are_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path(), 7).unwrap();
-    log.record(entry(1));
+    log.record(entry(1)).unwrap();
     let seq = log.record_durable(entry(2)).await.unwrap();
     assert_eq!(seq, 2);
     let text = std::fs::read_to_string(dir.path().join("audit.log")).unwrap();
@@ -253,7 +254,7 @@ async fn many_concurrent_records_get_gapless_seqs() {
             let log = log.clone();
             tokio::spawn(async move {
                 for i in 0..500 {
-                    log.record(entry(w * 1000 + i));
+                    log.record(entry(w * 1000 + i)).unwrap();
                 }
             })
         })
@@ -276,12 +277,59 @@ async fn many_concurrent_records_get_gapless_seqs() {
 }
 
 #[tokio::test]
-async fn records_after_close_are_dropped() {
+async fn records_after_close_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path(), 1).unwrap();
-    log.record(entry(1));
+    log.record(entry(1)).unwrap();
     log.close().await;
-    log.record(entry(2));
+    assert!(log.record(entry(2)).is_err());
     assert!(log.record_durable(entry(3)).await.is_err());
     assert_eq!(verify(dir.path()).unwrap().records, 1);
+}
+
+#[tokio::test]
+async fn a_write_the_disk_refuses_fails_the_writer_and_every_later_entry_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    log.record_durable(entry(1)).await.unwrap();
+    // The head cannot be moved: its temporary file's name is taken by a directory.
+    std::fs::create_dir(dir.path().join("audit.head.tmp")).unwrap();
+    assert!(log.record_durable(entry(2)).await.is_err());
+    // From now on nothing is taken, before it is queued: no caller acts on a lost record.
+    assert!(log.writable().is_err());
+    assert!(log.record(entry(3)).is_err());
+    assert!(log.record_durable(entry(4)).await.is_err());
+    assert!(log.flush().await.is_err());
+    log.close().await;
+    std::fs::remove_dir(dir.path().join("audit.head.tmp")).unwrap();
+    // What reached the disk is intact; a new open carries on from it.
+    let reopened = AuditLog::open(dir.path(), 1).unwrap();
+    reopened.writable().unwrap();
+    reopened.record_durable(entry(5)).await.unwrap();
+    reopened.close().await;
+    verify(dir.path()).unwrap();
+}
+
+#[tokio::test]
+async fn an_injected_write_failure_takes_the_same_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    log.record_durable(entry(1)).await.unwrap();
+    log.inject_write_failure("disk full (injected)");
+    let refused = log.record(entry(2)).unwrap_err();
+    assert!(refused.to_string().contains("disk full"), "{refused}");
+    assert!(log.record_durable(entry(3)).await.is_err());
+    assert!(log.flush().await.is_err());
+    log.close().await;
+    assert_eq!(verify(dir.path()).unwrap().records, 1);
+}
+
+#[test]
+fn a_record_without_a_claim_id_written_before_it_existed_still_reads() {
+    let (record, line) = Record::seal(1, 5, 1, GENESIS, entry(1));
+    let text = String::from_utf8(line).unwrap();
+    let old = text.replace("\"claim_id\":null,", "");
+    assert_ne!(old, text);
+    let read: Record = serde_json::from_str(&old).unwrap();
+    assert_eq!(read.entry, record.entry);
 }

@@ -1,6 +1,7 @@
 //! Starting and stopping a node: the store, Raft, the gRPC and HTTP listeners, and the first
 //! step into a cluster (bootstrap a new one, join an existing one, or carry on from disk).
 
+use crate::actor_port::AuditedPort;
 use crate::auth::Authenticator;
 use crate::cluster::Cluster;
 use crate::config::{JoinKey, ServeConfig, Start};
@@ -11,8 +12,8 @@ use crate::handover::Handover;
 use crate::metrics::{Metrics, NodeSources};
 use crate::net::{NetworkFactory, PeerTransport, Peers};
 use crate::node_files::{Identity, NodeFiles, new_key};
+use crate::pipeline::Audited;
 use crate::pipeline::Pipeline;
-use crate::pipeline::audit::Audited;
 use crate::readiness::Readiness;
 use crate::services;
 use crate::tls::{NodeTls, Plaintext, Probe, TlsListener};
@@ -215,7 +216,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         config.actors.clone(),
         cluster.registry.clone(),
         actor_events,
-        Arc::new(cluster.clone()),
+        Arc::new(AuditedPort::new(cluster.clone(), audit.clone())),
         Arc::new(Audited::new(
             executor.clone(),
             cluster.registry.clone(),

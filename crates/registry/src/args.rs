@@ -2,6 +2,7 @@
 //! per-argument constraints. Every problem is reported at once, so an agent can fix its call in
 //! one round trip.
 
+use crate::http_path;
 use crate::resource::{ArgConstraint, ToolSpec};
 use regex::Regex;
 use serde_json::Value;
@@ -59,6 +60,9 @@ pub enum SchemaError {
 pub struct ArgValidator {
     schema: jsonschema::Validator,
     constraints: Vec<Compiled>,
+    /// The arguments that fill the placeholders of the tool's HTTP path: each must stay one
+    /// path segment (`http_path`).
+    path_arguments: Vec<String>,
 }
 
 struct Compiled {
@@ -103,14 +107,24 @@ impl ArgValidator {
                 })
             })
             .collect::<Result<_, SchemaError>>()?;
+        let path_arguments = tool
+            .http
+            .as_ref()
+            .and_then(|binding| binding.placeholders())
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         Ok(ArgValidator {
             schema,
             constraints,
+            path_arguments,
         })
     }
 
-    /// Every problem at once, schema errors first then constraint errors, in a deterministic
-    /// order; empty when the arguments may be used.
+    /// Every problem at once, schema errors first, then constraint errors, then arguments that
+    /// may not fill the tool's HTTP path, in a deterministic order; empty when the arguments
+    /// may be used.
     pub fn validate(&self, args: &Value) -> Vec<ArgError> {
         let Some(object) = args.as_object() else {
             return vec![ArgError::new(
@@ -133,6 +147,19 @@ impl ArgValidator {
             for e in c.check(object.get(&c.name)) {
                 // A missing argument required by both the schema and a constraint is one problem.
                 if !errors.contains(&e) {
+                    errors.push(e);
+                }
+            }
+        }
+        for name in &self.path_arguments {
+            let pointer = pointer_to(name);
+            let problem = match object.get(name) {
+                None => Some("is required: the tool's path holds it".to_owned()),
+                Some(value) => http_path::segment_text(value).err().map(|e| e.to_string()),
+            };
+            if let Some(message) = problem {
+                let e = ArgError::new(pointer, message);
+                if !errors.iter().any(|known| known.argument == e.argument) {
                     errors.push(e);
                 }
             }
@@ -516,6 +543,28 @@ mod tests {
         let errors = v.validate(&json!({"items": [{"sku": "a"}, {"qty": 1.5}]}));
         assert_eq!(arguments(&errors), ["/items/1/qty", "/items/1/sku"]);
         assert_eq!(errors[1].to_string(), "argument `items/1/sku`: is required");
+    }
+
+    #[test]
+    fn arguments_filling_the_http_path_must_stay_one_segment() {
+        let v = validator(json!({
+            "inputSchema": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "n": {"type": "integer"}},
+            },
+            "http": {"method": "GET", "path": "/tenants/acme/items/{id}/summary"},
+        }));
+        assert!(v.validate(&json!({"id": "item.7"})).is_empty());
+        for id in ["..", ".", "%2e%2e", "a/b", "a\\b", "%2F", ""] {
+            let errors = v.validate(&json!({"id": id}));
+            assert_eq!(arguments(&errors), ["/id"], "{id:?}: {errors:?}");
+        }
+        let missing = v.validate(&json!({"n": 1}));
+        assert_eq!(arguments(&missing), ["/id"]);
+        assert!(missing[0].message.contains("path"), "{missing:?}");
+        // A schema error on the same argument is reported once.
+        let typed = v.validate(&json!({"id": 5}));
+        assert_eq!(arguments(&typed), ["/id"], "{typed:?}");
     }
 
     #[test]

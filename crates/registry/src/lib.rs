@@ -15,6 +15,7 @@ pub mod command;
 pub mod documents;
 pub mod error;
 pub mod glob;
+pub mod http_path;
 pub mod identity;
 pub mod mode;
 pub mod plan;

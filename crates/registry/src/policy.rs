@@ -4,7 +4,7 @@
 
 use crate::canonical::sha256_hex;
 use crate::glob::tool_matches;
-use crate::mode::{ApprovalMode, CapabilityClass};
+use crate::mode::ApprovalMode;
 use crate::resource::{Budget, CompareOp, Condition, ModeSource, PolicySpec, Role, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -71,8 +71,18 @@ pub enum Refusal {
     },
     #[error("tool {tool:?} is not in any allow list of the tenant's policies")]
     NotAllowed { tool: String },
-    #[error("the principal declared a read-only intent, and {tool:?} can act")]
-    ReadOnlyIntent { tool: String },
+    /// The principal declared an intent (e.g. `read_only`) and the call's effective mode is
+    /// above it.
+    #[error(
+        "the principal declared a {} intent, and this call of {tool:?} is {}",
+        intent.as_str(),
+        effective.as_str()
+    )]
+    AboveIntent {
+        tool: String,
+        effective: ApprovalMode,
+        intent: ApprovalMode,
+    },
     /// A delegated call's end user holds no role in the tenant.
     #[error("{user}, on whose behalf the call is made, holds no role in tenant {tenant}")]
     UnknownUser { user: String, tenant: String },
@@ -137,18 +147,17 @@ pub fn decide(input: &PolicyInput<'_>) -> Result<Decision, Refusal> {
         }
     }
 
-    // A read-only intent refuses tools that act; a tool that never said what it is counts as
-    // acting unless its mode is read-only.
-    if input.intent == Some(ApprovalMode::ReadOnly) {
-        let acts = match input.tool.capability_class {
-            Some(class) => class == CapabilityClass::Act,
-            None => effective > ApprovalMode::ReadOnly,
-        };
-        if acts {
-            return Err(Refusal::ReadOnlyIntent {
-                tool: input.tool_name.to_owned(),
-            });
-        }
+    // An intent is the most the principal means to do: a call above it is refused whatever
+    // the tool's class, before anything is proposed. Compared with the effective mode, so a
+    // rule that lowers this call to within the intent lets it through.
+    if let Some(intent) = input.intent
+        && effective > intent
+    {
+        return Err(Refusal::AboveIntent {
+            tool: input.tool_name.to_owned(),
+            effective,
+            intent,
+        });
     }
 
     let approvals = policies.iter().filter_map(|(_, p)| p.approvals.as_ref());

@@ -120,6 +120,7 @@ fn line(record: &Record) -> String {
     );
     let extras = [
         ("call", &e.call_id),
+        ("claim", &e.claim_id),
         ("args", &e.args_sha256),
         ("output", &e.output_sha256),
         ("trace", &e.trace_id),

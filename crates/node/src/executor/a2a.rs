@@ -381,6 +381,7 @@ mod tests {
     fn execution() -> Execution {
         Execution {
             call_id: CallId("call_1".into()),
+            claim_id: None,
             tenant: "front".into(),
             tool: "partner.demo.echo".into(),
             arguments: r#"{"text":"hi"}"#.into(),

@@ -235,6 +235,7 @@ mod tests {
     fn execution(id: u128, tool: &str, arguments: Value, context: Option<&str>) -> Execution {
         Execution {
             call_id: CallId::from_random(id),
+            claim_id: None,
             tenant: "demo".into(),
             tool: format!("demo.{tool}"),
             arguments: arguments.to_string(),

@@ -10,6 +10,7 @@ use super::tool_result;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gatehouse_actors::{ExecError, Execution};
+use gatehouse_registry::http_path;
 use gatehouse_registry::redact;
 use gatehouse_registry::resource::HttpBinding;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
@@ -42,21 +43,20 @@ pub(super) struct Request {
 }
 
 /// Maps a call onto its request: pure, so every mapping rule is tested without a server.
+///
+/// The path is built as text and set on the base URL, and the URL is used only if it carries
+/// exactly that path: `url` (WHATWG) would otherwise resolve a `..` or `%2e%2e` segment and
+/// send the request somewhere else. Arguments were checked by the pipeline
+/// (`http_path::segment_text`); they are checked again here, for a record written before.
 pub(super) fn request(
     base: &str,
     tool: &str,
     binding: Option<&HttpBinding>,
     arguments: &str,
 ) -> Result<Request, ExecError> {
-    let base = base.trim_end_matches('/');
     let invalid = |what: String| ExecError { message: what };
     let Some(binding) = binding else {
-        let url = Url::parse(&format!("{base}/{tool}")).map_err(|e| {
-            invalid(format!(
-                "the upstream's url {}: {e}",
-                redact::url(&format!("{base}/{tool}"))
-            ))
-        })?;
+        let url = with_path(base, &format!("/{}", percent_encode(tool)))?;
         return Ok(Request {
             method: Method::POST,
             url,
@@ -80,25 +80,13 @@ pub(super) fn request(
             .remove(name)
             .filter(|v| !v.is_null())
             .ok_or_else(|| invalid(format!("argument {name} is required: the path holds it")))?;
-        let text = match &value {
-            Value::String(s) => s.clone(),
-            Value::Number(_) | Value::Bool(_) => value.to_string(),
-            _ => {
-                return Err(invalid(format!(
-                    "argument {name} must be a string or number"
-                )));
-            }
-        };
+        let text = http_path::segment_text(&value)
+            .map_err(|why| invalid(format!("argument {name} {why}")))?;
         path = path.replacen(&format!("{{{name}}}"), &percent_encode(&text), 1);
     }
     let method = Method::from_bytes(binding.method.as_bytes())
         .map_err(|_| invalid(format!("{} is not an HTTP method", binding.method)))?;
-    let mut url = Url::parse(&format!("{base}{path}")).map_err(|e| {
-        invalid(format!(
-            "the url {}: {e}",
-            redact::url(&format!("{base}{path}"))
-        ))
-    })?;
+    let mut url = with_path(base, &path)?;
     if binding.uses_query() {
         if !rest.is_empty() {
             let mut query = url.query_pairs_mut();
@@ -129,6 +117,25 @@ pub(super) fn request(
     })
 }
 
+/// The upstream's base URL with `path` after its own path, or an error if the URL would not
+/// carry `path` byte for byte (a dot segment resolved, a character re-encoded).
+fn with_path(base: &str, path: &str) -> Result<Url, ExecError> {
+    let mut url = Url::parse(base).map_err(|e| ExecError {
+        message: format!("the upstream's url {}: {e}", redact::url(base)),
+    })?;
+    let full = format!("{}{path}", url.path().trim_end_matches('/'));
+    url.set_path(&full);
+    if url.path() != full {
+        return Err(ExecError {
+            message: format!(
+                "the request path {full} would be sent as {}: not sent",
+                url.path()
+            ),
+        });
+    }
+    Ok(url)
+}
+
 fn query_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -136,8 +143,8 @@ fn query_text(value: &Value) -> String {
     }
 }
 
-/// RFC 3986: everything but the unreserved characters is escaped, `/` included, so an argument
-/// stays one path segment.
+/// RFC 3986: everything but the unreserved characters is escaped, `/` and `%` included, so an
+/// argument stays one path segment and reaches the upstream as the agent wrote it.
 fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
@@ -258,10 +265,10 @@ mod tests {
 
     #[test]
     fn path_arguments_are_encoded_and_the_rest_go_to_the_query_or_body() {
-        let args = json!({"id": "a b/c", "n": 3, "tags": ["x", "y"], "none": null}).to_string();
+        let args = json!({"id": "a b?c", "n": 3, "tags": ["x", "y"], "none": null}).to_string();
         let get = request("http://h", "t", Some(&binding("GET", "/pets/{id}")), &args).unwrap();
         assert_eq!(get.method, Method::GET);
-        assert_eq!(get.url.path(), "/pets/a%20b%2Fc");
+        assert_eq!(get.url.path(), "/pets/a%20b%3Fc");
         assert_eq!(get.url.query(), Some("n=3&tags=x&tags=y"));
         assert_eq!(get.body, None);
 
@@ -270,8 +277,36 @@ mod tests {
         let body: Value = serde_json::from_str(put.body.as_deref().unwrap()).unwrap();
         assert_eq!(
             body,
-            json!({"id": "a b/c", "tags": ["x", "y"], "none": null})
+            json!({"id": "a b?c", "tags": ["x", "y"], "none": null})
         );
+    }
+
+    #[test]
+    fn the_url_crate_resolves_encoded_dot_segments_so_they_never_reach_it() {
+        // Why the path is checked after it is set: WHATWG URL parsing treats `%2e%2e` as `..`.
+        let parsed = Url::parse("http://h/tenants/acme/items/%2E%2E/summary").unwrap();
+        assert_eq!(parsed.path(), "/tenants/acme/summary");
+        let route = binding("GET", "/tenants/acme/items/{id}/summary");
+        for id in ["..", ".", "%2e%2e", "%2E.", "a/b", "a\\b", "a%2Fb", ""] {
+            let args = json!({ "id": id }).to_string();
+            let err = request("http://h", "t", Some(&route), &args).unwrap_err();
+            assert!(err.message.contains("argument id"), "{id:?}: {err}");
+        }
+        let args = json!({"id": "..."}).to_string();
+        let ok = request("http://h", "t", Some(&route), &args).unwrap();
+        assert_eq!(ok.url.path(), "/tenants/acme/items/.../summary");
+    }
+
+    #[test]
+    fn the_path_joins_the_base_urls_own_path_and_is_never_rewritten() {
+        let route = binding("GET", "/items/{id}");
+        let args = json!({"id": "a%2e%2e"}).to_string();
+        let r = request("http://h/api/v1/", "t", Some(&route), &args).unwrap();
+        assert_eq!(r.url.as_str(), "http://h/api/v1/items/a%252e%252e");
+        // A literal dot segment that slipped past validation is refused, not resolved.
+        let sneaky = binding("GET", "/a/../{id}");
+        let err = request("http://h", "t", Some(&sneaky), &args).unwrap_err();
+        assert!(err.message.contains("not sent"), "{err}");
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub(super) fn node_executor(registry: SharedRegistry) -> NodeExecutor {
 pub(super) fn execution(tenant: &str, tool: &str, arguments: Value) -> Execution {
     Execution {
         call_id: CallId::from_random(7),
+        claim_id: None,
         tenant: tenant.into(),
         tool: tool.into(),
         arguments: arguments.to_string(),

@@ -136,7 +136,7 @@ async fn http_bindings_choose_method_path_query_and_body() {
         .execute(execution(
             "acme",
             "pets.get",
-            json!({"id": "rex the/2nd", "fields": ["name", "age"], "limit": 5}),
+            json!({"id": "rex the 2nd?", "fields": ["name", "age"], "limit": 5}),
         ))
         .await
         .unwrap();
@@ -155,7 +155,7 @@ async fn http_bindings_choose_method_path_query_and_body() {
         [
             (
                 "GET".to_owned(),
-                "/v1/pets/rex%20the%2F2nd".to_owned(),
+                "/v1/pets/rex%20the%202nd%3F".to_owned(),
                 Some("fields=name&fields=age&limit=5".to_owned()),
                 String::new()
             ),
@@ -165,6 +165,53 @@ async fn http_bindings_choose_method_path_query_and_body() {
                 None,
                 r#"{"name":"Rex"}"#.to_owned()
             ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_path_argument_reaches_the_listener_as_one_segment_or_not_at_all() {
+    let server = Server::default();
+    let addr = http_server(server.clone()).await;
+    let executor = NodeExecutor::new(http_registry(addr, "trusted: false"), Default::default());
+    for id in [
+        "..",
+        ".",
+        "%2e%2e",
+        ".%2E",
+        "%252e%252e",
+        "a/../..",
+        "a%2Fb",
+        "a\\b",
+        "",
+    ] {
+        let refused = executor
+            .execute(execution("acme", "pets.rename", json!({"id": id})))
+            .await
+            .unwrap_err();
+        assert!(refused.message.contains("argument id"), "{id:?}: {refused}");
+    }
+    assert!(server.seen.lock().unwrap().is_empty(), "nothing was sent");
+    for id in ["...", "a.b", "%41"] {
+        executor
+            .execute(execution("acme", "pets.rename", json!({"id": id})))
+            .await
+            .unwrap();
+    }
+    // The request line carries the path exactly as built: nothing resolved, nothing decoded.
+    let paths: Vec<String> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.1.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/pets/.../name",
+            "/v1/pets/a.b/name",
+            "/v1/pets/%2541/name"
         ]
     );
 }

@@ -353,13 +353,16 @@ impl ServerHandler for Handler {
         } else {
             Err("not_found")
         };
-        self.front.pipeline.record_pull(
-            &agent.caller,
-            agent.tenant.as_deref(),
-            Kind::PromptGet,
-            &request.name,
-            answer,
-        );
+        self.front
+            .pipeline
+            .record_pull(
+                &agent.caller,
+                agent.tenant.as_deref(),
+                Kind::PromptGet,
+                &request.name,
+                answer,
+            )
+            .map_err(|e| render::jsonrpc_error(&e))?;
         if !found {
             return Err(McpError::invalid_params(
                 format!("unknown prompt {}", request.name),
@@ -424,13 +427,16 @@ impl ServerHandler for Handler {
             Ok(_) => Ok(&[][..]),
             Err(_) => Err("not_found"),
         };
-        self.front.pipeline.record_pull(
-            &agent.caller,
-            agent.tenant.as_deref(),
-            Kind::ResourceRead,
-            &uri,
-            answer,
-        );
+        self.front
+            .pipeline
+            .record_pull(
+                &agent.caller,
+                agent.tenant.as_deref(),
+                Kind::ResourceRead,
+                &uri,
+                answer,
+            )
+            .map_err(|e| render::jsonrpc_error(&e))?;
         match contents {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
             Err(message) => Err(McpError::resource_not_found(message, None)),

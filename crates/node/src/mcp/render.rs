@@ -126,6 +126,36 @@ pub fn error_result(error: &GatewayError, envelope: Option<&Envelope>) -> CallTo
     result
 }
 
+/// A gateway error as a JSON-RPC error, for the methods that answer with one (`tasks/cancel`,
+/// `prompts/get`, `resources/read`): the caller's mistakes are invalid params, the gateway's
+/// own trouble an internal error, and the data carries the same code an error result would.
+pub fn jsonrpc_error(error: &GatewayError) -> rmcp::ErrorData {
+    let data = Some(json!({
+        "code": error.code.as_str(),
+        "retryable": error.retryable,
+        "hint": error.hint,
+    }));
+    let message = format!("{}: {}", error.code.as_str(), error.message);
+    match error.code {
+        ErrorCode::Unauthenticated
+        | ErrorCode::PermissionDenied
+        | ErrorCode::NotFound
+        | ErrorCode::UnknownTool
+        | ErrorCode::InvalidArguments
+        | ErrorCode::Denied
+        | ErrorCode::RateLimited
+        | ErrorCode::ApprovalPending
+        | ErrorCode::Rejected
+        | ErrorCode::Expired
+        | ErrorCode::Cancelled
+        | ErrorCode::OutcomeUnknown
+        | ErrorCode::Conflict => rmcp::ErrorData::invalid_params(message, data),
+        ErrorCode::UpstreamFailed | ErrorCode::Unavailable | ErrorCode::Misconfigured => {
+            rmcp::ErrorData::internal_error(message, data)
+        }
+    }
+}
+
 /// The answer to a `tools/call` (or a `call_status` poll) once the call's envelope is known:
 /// its result once it succeeded, else why it has none.
 pub fn settled(envelope: &Envelope) -> CallToolResult {

@@ -11,8 +11,8 @@ use super::Front;
 use super::guard::Agent;
 use super::render::{self, rfc3339};
 use crate::cluster::now_ms;
-use crate::pipeline::{Envelope, GatewayError};
-use gatehouse_registry::{CallId, CallState, Command};
+use crate::pipeline::Envelope;
+use gatehouse_registry::{CallId, CallState};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{DetailedTask, JsonObject, Task, TaskPayload, TaskStatus};
 use serde_json::{Value, json};
@@ -59,7 +59,8 @@ pub fn detailed(front: &Arc<Front>, envelope: &Envelope) -> DetailedTask {
     DetailedTask::new(task, payload)
 }
 
-/// `tasks/cancel`: cancels the call if it has not run yet.
+/// `tasks/cancel`: cancels the call if it has not run yet, through the pipeline's one
+/// cancellation path (audited before it is proposed).
 pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<(), McpError> {
     let envelope = front
         .pipeline
@@ -73,19 +74,14 @@ pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<
     }
     front
         .pipeline
-        .cluster()
-        .propose(Command::Cancel {
-            call_id: CallId(task_id.to_owned()),
-            principal: agent.caller.name.clone(),
-            user: agent.caller.end_user.clone(),
-            reason: "cancelled by the agent (tasks/cancel)".to_owned(),
-        })
+        .cancel(
+            &agent.caller,
+            task_id,
+            "cancelled by the agent (tasks/cancel)",
+        )
         .await
         .map(|_| ())
-        .map_err(|e| {
-            let error = GatewayError::from(e);
-            McpError::invalid_params(format!("{error}"), None)
-        })
+        .map_err(|e| render::jsonrpc_error(&e))
 }
 
 /// A call's envelope as JSON (the `gatehouse://calls/{call_id}` resource).

@@ -5,6 +5,7 @@ use crate::cluster::WriteError;
 use gatehouse_actors::ActorsError;
 use gatehouse_registry::ApplyError;
 use gatehouse_registry::plan::PlanError;
+use gatehouse_registry::policy::Refusal;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,11 +166,9 @@ impl From<&PlanError> for GatewayError {
                 text,
                 "ask the tenant's admin for the agent role",
             ),
-            PlanError::Refused(_) => GatewayError::new(
-                ErrorCode::Denied,
-                text,
-                "the tenant's policy does not let you call this tool; ask its admin",
-            ),
+            PlanError::Refused(refusal) => {
+                GatewayError::new(ErrorCode::Denied, text, refusal_hint(refusal))
+            }
             PlanError::InvalidArguments(_) => GatewayError::new(
                 ErrorCode::InvalidArguments,
                 text,
@@ -180,6 +179,21 @@ impl From<&PlanError> for GatewayError {
                 text,
                 "the tool's declaration is broken; tell the tenant's admin",
             ),
+        }
+    }
+}
+
+/// What a refused caller can do about it.
+fn refusal_hint(refusal: &Refusal) -> &'static str {
+    match refusal {
+        Refusal::Denied { .. } | Refusal::NotAllowed { .. } => {
+            "the tenant's policy does not let you call this tool; ask its admin"
+        }
+        Refusal::AboveIntent { .. } => {
+            "your principal declared an intent this call goes beyond; use a principal meant for it"
+        }
+        Refusal::UnknownUser { .. } | Refusal::UserNotPermitted { .. } => {
+            "the end user the call is made for may not call this tool; ask the tenant's admin"
         }
     }
 }

@@ -8,9 +8,11 @@
 //! protocol's answer; nothing here knows about gRPC or JSON-RPC.
 
 pub mod audit;
+mod audited;
 mod envelope;
 mod error;
 
+pub use audited::Audited;
 pub use envelope::{Envelope, trace_id};
 pub use error::{ErrorCode, GatewayError};
 
@@ -132,7 +134,8 @@ impl Pipeline {
     }
 
     /// Records a context pull (`prompts/get`, `resources/read`) like a call: off the response
-    /// path, group-committed with the rest.
+    /// path, group-committed with the rest. An audit log that takes no entry refuses the pull:
+    /// nothing is answered without its record.
     pub fn record_pull(
         &self,
         caller: &Caller,
@@ -140,9 +143,10 @@ impl Pipeline {
         kind: Kind,
         target: &str,
         answer: Result<&[u8], &str>,
-    ) {
+    ) -> Result<(), GatewayError> {
         self.audit
-            .record(audit::pull_entry(caller, tenant, kind, target, answer));
+            .record(audit::pull_entry(caller, tenant, kind, target, answer))
+            .map_err(|e| audit::unavailable(&e))
     }
 
     pub fn cluster(&self) -> &Cluster {
@@ -245,26 +249,33 @@ impl Pipeline {
         input: &CallInput,
         trace: TraceParent,
     ) -> Result<Envelope, GatewayError> {
-        let (result, replicated) = self.run(caller, input, trace).await;
+        let (result, recorded) = self.run(caller, input, trace).await;
+        if recorded {
+            return result;
+        }
         match &result {
-            Ok(envelope) if replicated => {
-                let entry = audit::call_entry(caller, input, envelope);
-                self.audit.record_durable(entry).await.map_err(|e| {
-                    GatewayError::unavailable(format!("the audit log could not be written: {e}"))
-                })?;
-            }
+            // A call run at once: its start record went in before the upstream request; its
+            // outcome goes in before the answer leaves, or the answer does not.
             Ok(envelope) => self
                 .audit
-                .record(audit::call_entry(caller, input, envelope)),
-            Err(error) => self
-                .audit
-                .record(audit::refusal_entry(caller, input, error)),
+                .record(audit::call_entry(caller, input, envelope))
+                .map_err(|e| audit::unavailable(&e))?,
+            // Nothing was done; the refusal stands whether or not the log takes it.
+            Err(error) => {
+                if let Err(e) = self
+                    .audit
+                    .record(audit::refusal_entry(caller, input, error))
+                {
+                    tracing::warn!(error = %e, "a refused call could not be audited");
+                }
+            }
         }
         result
     }
 
-    /// The pipeline's work, and whether the call went through Raft. Runs in the `call` span,
-    /// whose trace context is `trace`.
+    /// The pipeline's work, and whether its audit records are already written (a replicated
+    /// call's, before and after its proposal). Runs in the `call` span, whose trace context is
+    /// `trace`.
     async fn run(
         &self,
         caller: &Caller,
@@ -283,13 +294,38 @@ impl Pipeline {
                 span.record("policy_decision", plan.call.policy_decision_id.as_str());
                 span.record("replicated", plan.replicated);
                 if plan.replicated {
-                    (self.propose(plan.call).await, true)
+                    (self.propose_audited(caller, input, plan.call).await, true)
                 } else {
                     (self.run_now(plan.call).await, false)
                 }
             }
             Err(e) => (Err(e), false),
         }
+    }
+
+    /// Proposes a call once the record of its proposal is durable, and records what came of it
+    /// before the answer.
+    async fn propose_audited(
+        &self,
+        caller: &Caller,
+        input: &CallInput,
+        call: NewCall,
+    ) -> Result<Envelope, GatewayError> {
+        let intent = audit::proposal_entry(caller, input, &call);
+        audit::write_ahead(
+            &self.audit,
+            intent,
+            self.propose(call),
+            |result, mut entry| match result {
+                Ok(envelope) => audit::call_entry(caller, input, envelope),
+                Err(error) => {
+                    entry.outcome = format!("refused:{}", error.code.as_str());
+                    entry
+                }
+            },
+        )
+        .await
+        .map_err(|e| audit::unavailable(&e))?
     }
 
     /// Everything decided before a call runs or is proposed: scope, arguments, key, policy,
@@ -410,7 +446,9 @@ impl Pipeline {
     }
 
     /// Cancels a pending call of the caller's own chain, and answers with its record as it then
-    /// stands. The decision, taken or refused, is audited durably before the answer.
+    /// stands. The request is audited durably before it is proposed (or it is not proposed),
+    /// and what came of it before the answer. Every front's cancellation comes here: MCP
+    /// `tasks/cancel`, A2A `CancelTask` (gRPC `ApprovalService.Cancel` audits the same way).
     pub async fn cancel(
         &self,
         caller: &Caller,
@@ -418,25 +456,18 @@ impl Pipeline {
         reason: &str,
     ) -> Result<Envelope, GatewayError> {
         let before = self.status(caller, call_id)?;
-        let written = self
-            .cluster
-            .propose(Command::Cancel {
-                call_id: CallId(call_id.to_owned()),
-                principal: caller.name.clone(),
-                user: caller.end_user.clone(),
-                reason: reason.to_owned(),
-            })
-            .await;
-        let outcome = match &written {
-            Ok(_) => CallState::Cancelled.as_str().to_owned(),
-            Err(e) => format!("refused:{e}"),
+        let intent = audit::decision_entry(caller, &before, "cancel", audit::REQUESTED.into());
+        let command = Command::Cancel {
+            call_id: CallId(call_id.to_owned()),
+            principal: caller.name.clone(),
+            user: caller.end_user.clone(),
+            reason: reason.to_owned(),
         };
-        self.audit
-            .record_durable(audit::decision_entry(caller, &before, "cancel", outcome))
-            .await
-            .map_err(|e| {
-                GatewayError::unavailable(format!("the audit log could not be written: {e}"))
-            })?;
+        let done = || CallState::Cancelled.as_str().to_owned();
+        let written =
+            audit::propose_written_ahead(&self.audit, &self.cluster, intent, command, done)
+                .await
+                .map_err(|e| audit::unavailable(&e))?;
         written.map_err(|e| match e {
             WriteError::Rejected(ApplyError::WrongState { .. }) => GatewayError::new(
                 ErrorCode::Conflict,
@@ -488,24 +519,27 @@ impl Pipeline {
         if !caller.member_of(tenant) {
             return Err((&PlanError::UnknownTenant(tenant.to_owned())).into());
         }
-        let (applied, _) = self
-            .cluster
-            .propose(Command::LoadToolset {
-                tenant: tenant.to_owned(),
-                principal: caller.name.clone(),
-                user: caller.end_user.clone(),
-                toolset: toolset.to_owned(),
-                include_write_tools,
-            })
-            .await
-            .map_err(|e| match e {
-                WriteError::Rejected(ApplyError::NotFound { what }) => GatewayError::new(
-                    ErrorCode::NotFound,
-                    format!("no {what}"),
-                    "gatehouse.load_toolset's description lists the toolsets you can load",
-                ),
-                other => other.into(),
-            })?;
+        let intent = audit::toolset_entry(caller, tenant, toolset, include_write_tools);
+        let command = Command::LoadToolset {
+            tenant: tenant.to_owned(),
+            principal: caller.name.clone(),
+            user: caller.end_user.clone(),
+            toolset: toolset.to_owned(),
+            include_write_tools,
+        };
+        let done = || "loaded".to_owned();
+        let written =
+            audit::propose_written_ahead(&self.audit, &self.cluster, intent, command, done)
+                .await
+                .map_err(|e| audit::unavailable(&e))?;
+        let (applied, _) = written.map_err(|e| match e {
+            WriteError::Rejected(ApplyError::NotFound { what }) => GatewayError::new(
+                ErrorCode::NotFound,
+                format!("no {what}"),
+                "gatehouse.load_toolset's description lists the toolsets you can load",
+            ),
+            other => other.into(),
+        })?;
         match applied {
             Applied::ToolsetLoaded {
                 include_write_tools,
@@ -526,6 +560,7 @@ impl Pipeline {
             .map_err(|e| GatewayError::from(&e))?;
         let execution = Execution {
             call_id: call.id.clone(),
+            claim_id: None,
             tenant: call.tenant.clone(),
             tool: call.tool.clone(),
             arguments: call.arguments.clone(),
@@ -535,6 +570,11 @@ impl Pipeline {
             retry_safe: call.retry_safe,
             trace_parent: call.trace_parent.clone(),
         };
+        // Queued, not synced: this path never waits for the disk. A log that takes no entry
+        // means no request.
+        self.audit
+            .record(audit::execution_entry(&execution, Some(&call)))
+            .map_err(|e| audit::unavailable(&e))?;
         let result = self.executor.execute(execution).await;
         Ok(Envelope::ran_now(&call, result))
     }

@@ -10,9 +10,10 @@ use super::status::{apply_error, write_error};
 use crate::auth::{Authenticator, Caller};
 use crate::cluster::Cluster;
 use crate::feed::{CallFeed, ChangeKind, WatchEvent};
+use crate::pipeline::audit;
 use crate::telemetry;
 use futures::{Stream, StreamExt};
-use gatehouse_audit::{AuditLog, Entry, Kind};
+use gatehouse_audit::{AuditLog, Entry};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalService;
 use gatehouse_raft_store::SharedRegistry;
@@ -80,41 +81,42 @@ impl Approvals {
         require_reviewer(caller, tenant)
     }
 
-    /// Audits a decision refused before it was proposed (the caller is no approver here).
-    async fn refused(&self, decision: &str, caller: &Caller, call: &Call, status: &Status) {
-        let entry = Entry {
-            kind: Kind::Approval,
-            tenant: Some(call.spec.tenant.clone()),
-            chain: vec![format!("approver:{}", caller.name)],
-            mode: Some(call.spec.effective_mode.as_str().to_owned()),
-            decision: Some(decision.to_owned()),
-            call_id: Some(call.spec.id.to_string()),
-            args_sha256: Some(call.spec.args_sha256.clone()),
-            outcome: format!("refused:{:?}", status.code()),
-            trace_id: Some(crate::pipeline::trace_id(
-                &call.spec.id,
-                call.spec.trace_parent.as_deref(),
-            )),
-            ..Entry::default()
-        };
-        if let Err(e) = self.audit.record_durable(entry).await {
-            tracing::error!(error = %e, "a refused decision could not be audited");
+    /// Audits a decision refused before it was proposed (the caller is no approver here). The
+    /// refusal stands; a log that cannot take it makes the answer `UNAVAILABLE` instead.
+    async fn refused(
+        &self,
+        decision: &str,
+        caller: &Caller,
+        call: &Call,
+        status: Status,
+    ) -> Status {
+        let mut entry = audit::call_decision(call, approver(caller), decision);
+        entry.outcome = format!("refused:{:?}", status.code());
+        match self.audit.record_durable(entry).await {
+            Ok(_) => status,
+            Err(e) => Status::unavailable(audit::refusal_message(&e)),
         }
     }
 
     /// Proposes a decision on a call; the call's record right after it, and the log index.
-    /// The decision, taken or refused, is audited durably before the answer. It runs in a
-    /// `decide` span in the call's trace.
-    async fn decide(&self, command: Command, id: &str) -> Result<(pb::CallRecord, u64), Status> {
-        let (decision, principal, user) = match &command {
-            Command::Approve { approver, user, .. } => ("approve", approver.clone(), user.clone()),
-            Command::Reject { approver, user, .. } => ("reject", approver.clone(), user.clone()),
-            Command::Cancel {
-                principal, user, ..
-            } => ("cancel", principal.clone(), user.clone()),
-            Command::Resolve { approver, user, .. } => ("resolve", approver.clone(), user.clone()),
-            _ => ("decide", String::new(), None),
+    /// The decision is audited durably before it is proposed (or it is not proposed), and what
+    /// came of it, taken or refused, before the answer. `chain` is who decides: the approver,
+    /// or for a cancellation the caller's own chain. It runs in a `decide` span in the call's
+    /// trace.
+    async fn decide(
+        &self,
+        command: Command,
+        call: &Call,
+        chain: Vec<String>,
+    ) -> Result<(pb::CallRecord, u64), Status> {
+        let (decision, principal) = match &command {
+            Command::Approve { approver, .. } => ("approve", approver.clone()),
+            Command::Reject { approver, .. } => ("reject", approver.clone()),
+            Command::Cancel { principal, .. } => ("cancel", principal.clone()),
+            Command::Resolve { approver, .. } => ("resolve", approver.clone()),
+            _ => ("decide", String::new()),
         };
+        let id = call.spec.id.to_string();
         let span = tracing::info_span!(
             "decide",
             call = %id,
@@ -122,18 +124,10 @@ impl Approvals {
             principal = %principal,
             outcome = tracing::field::Empty,
         );
-        let parent = {
-            let registry = self.cluster.registry.read().expect("registry lock");
-            let call = registry.call(&CallId(id.to_owned()));
-            telemetry::execution_parent(
-                &CallId(id.to_owned()),
-                call.and_then(|c| c.spec.trace_parent.as_deref()),
-            )
-        };
+        let parent = telemetry::execution_parent(&call.spec.id, call.spec.trace_parent.as_deref());
         telemetry::continue_trace(&span, parent);
-        let mut chain = vec![format!("approver:{principal}")];
-        chain.extend(user.map(|u| format!("user:{u}")));
-        self.decide_in_span(command, id, decision, chain)
+        let intent = audit::call_decision(call, chain, decision);
+        self.decide_in_span(command, &id, intent)
             .instrument(span)
             .await
     }
@@ -142,60 +136,39 @@ impl Approvals {
         &self,
         command: Command,
         id: &str,
-        decision: &str,
-        chain: Vec<String>,
+        intent: Entry,
     ) -> Result<(pb::CallRecord, u64), Status> {
-        let written = self.cluster.propose(command).await;
-        let (result, outcome, tenant, mode, args, trace) = {
-            let registry = self.cluster.registry.read().expect("registry lock");
-            let call = registry.call(&CallId(id.to_owned()));
-            let facts = (
-                call.map(|c| c.spec.tenant.clone()),
-                call.map(|c| c.spec.effective_mode.as_str().to_owned()),
-                call.map(|c| c.spec.args_sha256.clone()),
-                crate::pipeline::trace_id(
-                    &CallId(id.to_owned()),
-                    call.and_then(|c| c.spec.trace_parent.as_deref()),
-                ),
-            );
-            let (result, outcome) = match (written, call) {
-                (Ok((_, log_index)), Some(call)) => (
-                    Ok((call_record_to(call), log_index)),
-                    call.state.to_string(),
-                ),
-                (Ok(_), None) => (
-                    Err(Status::internal(format!(
-                        "call {id} is gone after the decision"
-                    ))),
-                    "gone".to_owned(),
-                ),
-                (Err(e), _) => {
-                    let status = write_error(e);
-                    let outcome = format!("refused:{:?}", status.code());
-                    (Err(status), outcome)
-                }
-            };
-            (result, outcome, facts.0, facts.1, facts.2, facts.3)
+        let call_id = CallId(id.to_owned());
+        let done = || audit::call_state_now(&self.cluster.registry, &call_id);
+        let written =
+            audit::propose_written_ahead(&self.audit, &self.cluster, intent, command, done)
+                .await
+                .map_err(|e| Status::unavailable(audit::refusal_message(&e)))?;
+        let outcome = match &written {
+            Ok(_) => audit::call_state_now(&self.cluster.registry, &call_id),
+            Err(e) => format!("refused:{:?}", write_error(e.clone()).code()),
         };
         tracing::Span::current().record("outcome", outcome.as_str());
-        let entry = Entry {
-            kind: Kind::Approval,
-            tenant,
-            chain,
-            mode,
-            decision: Some(decision.to_owned()),
-            call_id: Some(id.to_owned()),
-            args_sha256: args,
-            outcome,
-            trace_id: Some(trace),
-            ..Entry::default()
-        };
-        self.audit
-            .record_durable(entry)
-            .await
-            .map_err(|e| Status::unavailable(format!("the audit log could not be written: {e}")))?;
-        result
+        let (_, log_index) = written.map_err(write_error)?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        match registry.call(&call_id) {
+            Some(call) => Ok((call_record_to(call), log_index)),
+            None => Err(Status::internal(format!(
+                "call {id} is gone after the decision"
+            ))),
+        }
     }
+}
+
+/// An approver deciding, as an audit chain: the principal, and the person when it has another
+/// name (a JWT's subject, a bound user), so an issuer-wide approver's decisions say who made them.
+fn approver(caller: &Caller) -> Vec<String> {
+    let mut chain = vec![format!("approver:{}", caller.name)];
+    let person = caller.person();
+    if person != caller.name {
+        chain.push(format!("person:{person}"));
+    }
+    chain
 }
 
 /// Approvers of the tenant and cluster admins may read and watch its calls.
@@ -363,17 +336,16 @@ impl ApprovalService for Approvals {
         required(&request.args_sha256, "name the args_sha256 you reviewed")?;
         let call = self.visible_call(&caller, &request.call_id)?;
         if let Err(status) = require_approver(&caller, &call.spec.tenant) {
-            self.refused("approve", &caller, &call, &status).await;
-            return Err(status);
+            return Err(self.refused("approve", &caller, &call, status).await);
         }
         let command = Command::Approve {
-            call_id: call.spec.id,
+            call_id: call.spec.id.clone(),
             user: caller.token_subject().map(str::to_owned),
-            approver: caller.name,
+            approver: caller.name.clone(),
             args_sha256: request.args_sha256,
             note: request.note,
         };
-        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
         Ok(Response::new(pb::ApproveCallResponse {
             call: Some(call),
             log_index,
@@ -389,16 +361,15 @@ impl ApprovalService for Approvals {
         required(&request.reason, "a rejection needs a reason")?;
         let call = self.visible_call(&caller, &request.call_id)?;
         if let Err(status) = require_approver(&caller, &call.spec.tenant) {
-            self.refused("reject", &caller, &call, &status).await;
-            return Err(status);
+            return Err(self.refused("reject", &caller, &call, status).await);
         }
         let command = Command::Reject {
-            call_id: call.spec.id,
+            call_id: call.spec.id.clone(),
             user: caller.token_subject().map(str::to_owned),
-            approver: caller.name,
+            approver: caller.name.clone(),
             reason: request.reason,
         };
-        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
         Ok(Response::new(pb::RejectCallResponse {
             call: Some(call),
             log_index,
@@ -422,12 +393,13 @@ impl ApprovalService for Approvals {
             }));
         }
         let command = Command::Cancel {
-            call_id: call.spec.id,
+            call_id: call.spec.id.clone(),
+            principal: caller.name.clone(),
             user: caller.end_user.clone(),
-            principal: caller.name,
             reason: request.reason,
         };
-        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        let chain = audit::chain(&caller, None);
+        let (call, log_index) = self.decide(command, &call, chain).await?;
         Ok(Response::new(pb::CancelCallResponse {
             call: Some(call),
             log_index,
@@ -458,17 +430,16 @@ impl ApprovalService for Approvals {
         };
         let call = self.visible_call(&caller, &request.call_id)?;
         if let Err(status) = require_approver(&caller, &call.spec.tenant) {
-            self.refused("resolve", &caller, &call, &status).await;
-            return Err(status);
+            return Err(self.refused("resolve", &caller, &call, status).await);
         }
         let command = Command::Resolve {
-            call_id: call.spec.id,
+            call_id: call.spec.id.clone(),
             user: caller.token_subject().map(str::to_owned),
-            approver: caller.name,
+            approver: caller.name.clone(),
             outcome,
             note: request.note,
         };
-        let (call, log_index) = self.decide(command, &request.call_id).await?;
+        let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
         Ok(Response::new(pb::ResolveCallResponse {
             call: Some(call),
             log_index,

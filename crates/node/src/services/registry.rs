@@ -5,6 +5,7 @@ use super::convert::{self, page_after, page_token};
 use super::status::write_error;
 use crate::auth::{Authenticator, Caller};
 use crate::cluster::Cluster;
+use crate::pipeline::audit::refusal_message;
 use gatehouse_audit::{self as audit, AuditLog, Entry};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_server::RegistryService;
@@ -42,21 +43,28 @@ impl Registry {
         decision: &str,
         changes: impl IntoIterator<Item = (&'a ResourceKey, String)>,
     ) -> Result<(), Status> {
+        let unavailable = |e: std::io::Error| Status::unavailable(refusal_message(&e));
         for (key, outcome) in changes {
-            self.audit.record(Entry {
-                kind: audit::Kind::AdminChange,
-                tenant: key.tenant.clone(),
-                chain: vec![format!("admin:{}", caller.name)],
-                target: Some(key.to_string()),
-                decision: Some(decision.to_owned()),
-                outcome,
-                ..Entry::default()
-            });
+            self.audit
+                .record(Entry {
+                    kind: audit::Kind::AdminChange,
+                    tenant: key.tenant.clone(),
+                    chain: vec![format!("admin:{}", caller.name)],
+                    target: Some(key.to_string()),
+                    decision: Some(decision.to_owned()),
+                    outcome,
+                    ..Entry::default()
+                })
+                .map_err(unavailable)?;
         }
+        self.audit.flush().await.map_err(unavailable)
+    }
+
+    /// An audit log known to take no entry refuses an admin change before it is proposed.
+    fn audit_writable(&self) -> Result<(), Status> {
         self.audit
-            .flush()
-            .await
-            .map_err(|e| Status::unavailable(format!("the audit log could not be written: {e}")))
+            .writable()
+            .map_err(|e| Status::unavailable(refusal_message(&e)))
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
@@ -161,6 +169,7 @@ impl RegistryService for Registry {
             }
         }
         let keys: Vec<ResourceKey> = resources.iter().map(|r| r.key()).collect();
+        self.audit_writable()?;
         let written = self.cluster.propose(Command::Put { resources }).await;
         let outcome = |key: &ResourceKey| match &written {
             Ok((Applied::Resources { changes }, _)) => changes
@@ -280,6 +289,7 @@ impl RegistryService for Registry {
                 log_index: 0,
             }));
         }
+        self.audit_writable()?;
         let written = self
             .cluster
             .propose(Command::Delete {

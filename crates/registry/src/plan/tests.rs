@@ -139,7 +139,7 @@ fn a_read_only_intent_cannot_act() {
     )
     .unwrap_err();
     assert!(
-        matches!(err, PlanError::Refused(Refusal::ReadOnlyIntent { .. })),
+        matches!(err, PlanError::Refused(Refusal::AboveIntent { .. })),
         "{err}"
     );
     assert!(

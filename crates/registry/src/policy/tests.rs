@@ -1,4 +1,5 @@
 use super::*;
+use crate::mode::CapabilityClass;
 use crate::resource::{ApprovalRequirement, ModeRule, ToolAnnotations};
 use proptest::prelude::*;
 use serde_json::json;
@@ -221,24 +222,88 @@ fn policies_for_other_roles_do_not_apply() {
 }
 
 #[test]
-fn read_only_intent_refuses_tools_that_act() {
-    let mut case = Case::new(tool(
-        Some(ApprovalMode::ReadOnly),
+fn read_only_intent_refuses_every_call_above_read_only_whatever_its_class() {
+    let classes = [
+        None,
+        Some(CapabilityClass::Observe),
+        Some(CapabilityClass::Recall),
+        Some(CapabilityClass::ThinkSupport),
         Some(CapabilityClass::Act),
+        Some(CapabilityClass::Verify),
+    ];
+    for class in classes {
+        for mode in ApprovalMode::ALL {
+            let mut case = Case::new(tool(Some(mode), class));
+            case.intent = Some(ApprovalMode::ReadOnly);
+            let decided = case.decide(json!({}));
+            if mode == ApprovalMode::ReadOnly {
+                assert!(decided.is_ok(), "{class:?} {mode:?}: {decided:?}");
+            } else {
+                assert_eq!(
+                    decided,
+                    Err(Refusal::AboveIntent {
+                        tool: "api.create".into(),
+                        effective: mode,
+                        intent: ApprovalMode::ReadOnly,
+                    }),
+                    "{class:?} {mode:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_destructive_verify_tool_is_refused_under_read_only_intent() {
+    // The finding: class `verify` was let through to a proposal.
+    let mut case = Case::new(tool(
+        Some(ApprovalMode::Destructive),
+        Some(CapabilityClass::Verify),
     ));
     case.intent = Some(ApprovalMode::ReadOnly);
+    let refusal = case.decide(json!({})).unwrap_err();
+    assert!(
+        refusal.to_string().contains("read_only intent")
+            && refusal.to_string().contains("destructive"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn a_rule_that_lowers_the_call_to_read_only_lets_it_through_the_intent() {
+    let lowered = PolicySpec {
+        rules: vec![rule(
+            "small",
+            "api.*",
+            vec![amount(CompareOp::Le, 10)],
+            ApprovalMode::ReadOnly,
+        )],
+        ..Default::default()
+    };
+    let mut case = Case::new(tool(
+        Some(ApprovalMode::Destructive),
+        Some(CapabilityClass::Act),
+    ))
+    .policy("p", lowered);
+    case.intent = Some(ApprovalMode::ReadOnly);
+    let d = case.decide(json!({"amount": 5})).unwrap();
+    assert_eq!(d.effective, ApprovalMode::ReadOnly);
+    assert!(matches!(
+        case.decide(json!({"amount": 50})),
+        Err(Refusal::AboveIntent { .. })
+    ));
+}
+
+#[test]
+fn an_intent_is_a_ceiling_at_any_level() {
+    let mut case = Case::new(tool(Some(ApprovalMode::Network), None));
+    case.intent = Some(ApprovalMode::LocalWrite);
     assert!(matches!(
         case.decide(json!({})),
-        Err(Refusal::ReadOnlyIntent { .. })
+        Err(Refusal::AboveIntent { .. })
     ));
-    case.tool.capability_class = Some(CapabilityClass::Observe);
+    case.intent = Some(ApprovalMode::Network);
     assert!(case.decide(json!({})).is_ok());
-    case.tool.capability_class = None;
-    case.tool.approval_mode = Some(ApprovalMode::Network);
-    assert!(matches!(
-        case.decide(json!({})),
-        Err(Refusal::ReadOnlyIntent { .. })
-    ));
 }
 
 #[test]
@@ -289,6 +354,16 @@ fn arb_mode() -> impl Strategy<Value = ApprovalMode> {
     prop::sample::select(ApprovalMode::ALL.to_vec())
 }
 
+fn arb_class() -> impl Strategy<Value = CapabilityClass> {
+    prop::sample::select(vec![
+        CapabilityClass::Observe,
+        CapabilityClass::Recall,
+        CapabilityClass::ThinkSupport,
+        CapabilityClass::Act,
+        CapabilityClass::Verify,
+    ])
+}
+
 fn arb_rule() -> impl Strategy<Value = ModeRule> {
     (
         arb_mode(),
@@ -308,6 +383,22 @@ fn arb_rule() -> impl Strategy<Value = ModeRule> {
         })
 }
 
+/// A case whose one policy holds `rules`, named apart.
+fn ruled(tool: ToolSpec, mut rules: Vec<ModeRule>, trusted: bool) -> Case {
+    for (i, r) in rules.iter_mut().enumerate() {
+        r.name = format!("r{i}");
+    }
+    let mut case = Case::new(tool).policy(
+        "p",
+        PolicySpec {
+            rules,
+            ..Default::default()
+        },
+    );
+    case.trusted = trusted;
+    case
+}
+
 proptest! {
     #[test]
     fn effective_mode_never_exceeds_the_declared_maximum(
@@ -316,17 +407,38 @@ proptest! {
         amount_arg in -6i64..6,
         trusted in any::<bool>(),
     ) {
-        let mut rules = rules;
-        for (i, r) in rules.iter_mut().enumerate() {
-            r.name = format!("r{i}");
-        }
-        let mut case = Case::new(tool(declared, None)).policy("p", PolicySpec { rules, ..Default::default() });
-        case.trusted = trusted;
+        let case = ruled(tool(declared, None), rules, trusted);
         let d = case.decide(json!({"amount": amount_arg})).unwrap();
         prop_assert!(d.effective <= d.declared);
         prop_assert!(ApprovalMode::ALL.contains(&d.effective));
         if let Some(mode) = declared {
             prop_assert_eq!(d.declared, mode);
+        }
+    }
+
+    #[test]
+    fn an_intent_refuses_exactly_the_calls_whose_effective_mode_is_above_it(
+        declared in prop::option::of(arb_mode()),
+        class in prop::option::of(arb_class()),
+        intent in arb_mode(),
+        rules in prop::collection::vec(arb_rule(), 0..6),
+        amount_arg in -6i64..6,
+        trusted in any::<bool>(),
+    ) {
+        let mut case = ruled(tool(declared, class), rules, trusted);
+        let args = json!({"amount": amount_arg});
+        let free = case.decide(args.clone()).unwrap();
+        case.intent = Some(intent);
+        match case.decide(args) {
+            Ok(d) => {
+                prop_assert!(d.effective <= intent);
+                prop_assert_eq!(d, free);
+            }
+            Err(Refusal::AboveIntent { effective, .. }) => {
+                prop_assert!(effective > intent);
+                prop_assert_eq!(effective, free.effective);
+            }
+            Err(other) => prop_assert!(false, "unexpected refusal {other}"),
         }
     }
 }

@@ -32,7 +32,9 @@ pub struct PrincipalSpec {
     /// The end user an API key principal acts for; a JWT principal's user is its `sub`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// A declared intent: under `read_only`, tools of capability class `act` are refused.
+    /// A declared intent: the most this principal means to do. A call whose effective mode is
+    /// above it (under `read_only`: anything but a read-only call) is refused before it is
+    /// proposed, whatever the tool's capability class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<ApprovalMode>,
 }

@@ -106,6 +106,9 @@ impl HttpBinding {
                 "every '{' must close with '}' around an argument name",
             ));
         }
+        if let Some(problem) = crate::http_path::literal_path_problem(&self.path) {
+            problems.push(Problem::new("spec.http.path", problem));
+        }
     }
 }
 
@@ -357,6 +360,8 @@ mod tests {
             (binding("GET", "/a/{b"), vec!["spec.http.path"]),
             (binding("GET", "/a/{}"), vec!["spec.http.path"]),
             (binding("GET", "/a/b}"), vec!["spec.http.path"]),
+            (binding("GET", "/a/../{b}"), vec!["spec.http.path"]),
+            (binding("GET", "/a/{b}?x=1"), vec!["spec.http.path"]),
         ] {
             let mut spec = tool(None, None);
             spec.http = Some(bad.clone());

@@ -3,15 +3,17 @@
 //!
 //! An untrusted upstream advertises its destructive `charge` as idempotent, hoping a failover
 //! sends the same approved payment twice. Only an admin's `idempotent: true` or a trusted
-//! upstream makes a call retry-safe, so the new home marks it outcome unknown instead.
+//! upstream makes a call retry-safe, so the new home marks it outcome unknown instead. And the
+//! home that died had written, before it sent the request, that it was sending it.
 
 mod common;
 
-use common::{Node, cli, ok, serve};
+use common::{BIN, Node, cli, ok, serve};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -206,10 +208,27 @@ fn an_untrusted_upstreams_idempotent_hint_does_not_resend_a_payment_after_its_ho
     let executing = record(&nodes[1], &id).unwrap();
     assert_eq!(executing["state"], "executing", "{executing}");
     let home = executing["claim"]["node_id"].as_u64().expect("a claim");
+    let claim_id = executing["claim"]["claim_id"].clone();
     let position = nodes.iter().position(|n| n.id == home).unwrap();
     let mut killed = nodes.remove(position);
     killed.child.kill().unwrap();
     killed.child.wait().unwrap();
+
+    // Its audit log already says it sent the claim's request: written before the request.
+    let data = dir.path().join(format!("node-{home}"));
+    let tail = Command::new(BIN)
+        .args(["audit", "tail", "--json", "-n", "10000", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let executions: Vec<Value> = ok(tail)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a record is JSON"))
+        .filter(|r| r["call_id"] == id.as_str() && r["decision"] == "execute")
+        .collect();
+    assert_eq!(executions.len(), 1, "{executions:#?}");
+    assert_eq!(executions[0]["outcome"], "started");
+    assert_eq!(executions[0]["claim_id"], claim_id);
 
     let survivor = &nodes[0];
     let settled = until(
@@ -227,13 +246,17 @@ fn an_untrusted_upstreams_idempotent_hint_does_not_resend_a_payment_after_its_ho
     );
 
     // The killed home comes back from its data directory; nothing sends the payment again.
-    let data = dir.path().join(format!("node-{home}"));
     let back = serve(home, dir.path(), &[], None);
     until("the old home rejoins", Duration::from_secs(30), || {
         let r = record(&back, &id)?;
         (r["state"] == "outcome_unknown").then_some(())
     });
-    assert!(data.exists());
+    let verified = Command::new(BIN)
+        .args(["audit", "verify", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    ok(verified);
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
         assert_eq!(upstream.count(&id), 1, "the payment was sent twice");

@@ -12,8 +12,9 @@
 //! in this order, always all of them, absent values as `null`, compact (no spaces):
 //! `seq, at_ms, node, prev, kind, tenant, chain, target, mode, decision, call_id, claim_id,
 //! args_sha256, output_sha256, output_len, outcome, trace_id, hash` (`claim_id` came later:
-//! records written before it lack it, and still verify, since the hash covers the bytes). `seq` starts at 1 and grows by one;
-//! `prev` is the `hash` of the record before (64 zeros for the first).
+//! records written before it lack it, and still verify, since the hash covers the bytes).
+//! `seq` starts at 1 and grows by one; `prev` is the `hash` of the record before (64 zeros for
+//! the first).
 //!
 //! **Hash rule.** Every line ends with `,"hash":"H"}` where `H` is 64 lowercase hex digits.
 //! `H` is the SHA-256 of the line's bytes with that ending replaced by `}`: that is, the line

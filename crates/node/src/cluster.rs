@@ -120,7 +120,7 @@ impl Cluster {
     /// the caller reads its own write from this node.
     pub async fn propose(&self, command: Command) -> Result<(Response, u64), WriteError> {
         command.validate()?;
-        {
+        if Grants::concerns(&command) {
             let registry = self
                 .registry
                 .read()

@@ -78,11 +78,7 @@ impl ScrapeToken {
             return false;
         };
         let presented: [u8; 32] = Sha256::digest(presented.trim().as_bytes()).into();
-        presented
-            .iter()
-            .zip(self.digest.iter())
-            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-            == 0
+        crate::auth::constant_time_eq(&presented, &self.digest)
     }
 }
 

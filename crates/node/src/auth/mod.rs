@@ -259,6 +259,11 @@ impl Authenticator {
     }
 }
 
+/// Whether two secrets (or their digests) are equal, in time that depends on their length only.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// The credential of an `Authorization` value of the Bearer scheme (the scheme in any case).
 pub fn bearer_credential(value: &str) -> Option<&str> {
     value

@@ -129,6 +129,12 @@ impl Grants {
             .is_some_and(|tools| tools.contains(&tool))
     }
 
+    /// Whether [`Grants::check`] has anything to look at in `command`: only puts name
+    /// credentials and built-in tools. Every other proposal skips the registry lock.
+    pub fn concerns(command: &Command) -> bool {
+        matches!(command, Command::Put { .. } | Command::Batch { .. })
+    }
+
     /// Refuses a command that puts an Upstream or Tool using what its tenant was not granted on
     /// this node, naming the field; the checks `Command::validate` cannot make, since they
     /// depend on the node's configuration. `registry` resolves a Tool's upstream when the

@@ -2,6 +2,7 @@
 //! secret gets in (and, under `peer-mtls`, only over a connection that presented a client
 //! certificate from the cluster's CA); clients never talk to it.
 
+use crate::auth::constant_time_eq;
 use crate::net::{ForwardReply, Forwarded, Peers};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::raft_service_server::RaftService;
@@ -45,10 +46,6 @@ impl RaftRpc {
             _ => Err(Status::unauthenticated("not a peer of this cluster")),
         }
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Status> {

@@ -7,11 +7,11 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod common;
 
-use common::{cli, ok, serve};
+use common::{cli, ok, three_voters, until};
 
 const ISSUER: &str = "https://id.partner.example";
 const SECRET: &str = "a-shared-secret-of-at-least-thirty-two-bytes";
@@ -40,18 +40,6 @@ fn venv_python() -> Option<PathBuf> {
         .expect("scripts/python-env runs");
     assert!(out.status.success(), "scripts/python-env failed");
     Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-/// Retries `check` every 200 ms until it answers `Some` or `within` passes.
-fn until<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// One run of the Python client against the card of the node at `http`.
@@ -176,33 +164,7 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
         "--home-unreachable-after-ms",
         "1500",
     ];
-    let first = serve(
-        1,
-        dir.path(),
-        &[&common[..], &["--bootstrap"]].concat(),
-        None,
-    );
-    let token = std::fs::read_to_string(dir.path().join("node-1/admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let mut nodes = vec![first];
-    for id in [2u64, 3] {
-        let join = [&common[..], &["--join", &nodes[0].grpc]].concat();
-        let node = serve(id, dir.path(), &join, Some(&token));
-        nodes.push(node);
-        let addr = nodes[0].grpc.clone();
-        until("the learner catches up", Duration::from_secs(30), || {
-            let out = cli(&addr, &token, &["-o", "json", "cluster", "status"]);
-            let status: Value = serde_json::from_slice(&out.stdout).ok()?;
-            let caught_up = status["nodes"]
-                .as_array()?
-                .iter()
-                .any(|n| n["node_id"] == id && n["lag"] == 0);
-            caught_up.then_some(())
-        });
-        ok(cli(&addr, &token, &["cluster", "promote", &id.to_string()]));
-    }
+    let (mut nodes, token) = three_voters(dir.path(), &common);
     let files = dir.path().join("ops.yaml");
     std::fs::write(&files, resources()).unwrap();
     ok(cli(

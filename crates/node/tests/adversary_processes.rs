@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{BIN, Node, cli, ok, serve};
+use common::{BIN, Node, cli, ok, serve, three_voters, until};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -58,17 +58,6 @@ impl HoldingUpstream {
 
     fn count(&self, call_id: &str) -> usize {
         self.seen.lock().unwrap().get(call_id).copied().unwrap_or(0)
-    }
-}
-
-fn until<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(found) = check() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::park_timeout(Duration::from_millis(100));
     }
 }
 
@@ -123,33 +112,7 @@ fn record(node: &Node, call_id: &str) -> Option<Value> {
 fn an_untrusted_upstreams_idempotent_hint_does_not_resend_a_payment_after_its_home_dies() {
     let dir = tempfile::tempdir().unwrap();
     let upstream = HoldingUpstream::start();
-    let common = ["--home-unreachable-after-ms", "1500"];
-    let first = serve(
-        1,
-        dir.path(),
-        &[&common[..], &["--bootstrap"]].concat(),
-        None,
-    );
-    let token = std::fs::read_to_string(dir.path().join("node-1/admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let mut nodes = vec![first];
-    for id in [2u64, 3] {
-        let join = [&common[..], &["--join", &nodes[0].grpc]].concat();
-        nodes.push(serve(id, dir.path(), &join, Some(&token)));
-        let addr = nodes[0].grpc.clone();
-        until("the learner catches up", Duration::from_secs(30), || {
-            let out = cli(&addr, &token, &["-o", "json", "cluster", "status"]);
-            let status: Value = serde_json::from_slice(&out.stdout).ok()?;
-            let nodes = status["nodes"].as_array()?;
-            nodes
-                .iter()
-                .any(|n| n["node_id"] == id && n["lag"] == 0)
-                .then_some(())
-        });
-        ok(cli(&addr, &token, &["cluster", "promote", &id.to_string()]));
-    }
+    let (mut nodes, token) = three_voters(dir.path(), &["--home-unreachable-after-ms", "1500"]);
     let file = dir.path().join("shop.yaml");
     std::fs::write(&file, resources(&upstream.url)).unwrap();
     ok(cli(

@@ -146,6 +146,45 @@ pub fn cli_answering(addr: &str, token: &str, args: &[&str], input: &str) -> Out
     child.wait_with_output().expect("the CLI ends")
 }
 
+/// Polls `check` until it gives a value, failing the test after `within`.
+pub fn until<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+/// Three voters: node 1 bootstraps, 2 and 3 join it and are promoted once caught up; `extra`
+/// goes to every node. The nodes, and the admin key node 1 made.
+pub fn three_voters(dir: &Path, extra: &[&str]) -> (Vec<Node>, String) {
+    let first = serve(1, dir, &[extra, &["--bootstrap"]].concat(), None);
+    let token = std::fs::read_to_string(dir.join("node-1/admin.key"))
+        .expect("the first node writes its admin key")
+        .trim()
+        .to_owned();
+    let mut nodes = vec![first];
+    for id in [2u64, 3] {
+        let join = [extra, &["--join", &nodes[0].grpc]].concat();
+        nodes.push(serve(id, dir, &join, Some(&token)));
+        let addr = nodes[0].grpc.clone();
+        until("the learner catches up", Duration::from_secs(30), || {
+            let out = cli(&addr, &token, &["-o", "json", "cluster", "status"]);
+            let status: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let caught_up = status["nodes"]
+                .as_array()?
+                .iter()
+                .any(|n| n["node_id"] == id && n["lag"] == 0);
+            caught_up.then_some(())
+        });
+        ok(cli(&addr, &token, &["cluster", "promote", &id.to_string()]));
+    }
+    (nodes, token)
+}
+
 /// What a command printed, after checking it succeeded.
 pub fn ok(out: Output) -> String {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -21,9 +21,10 @@ pub use upstream::{Invocation, RecordingUpstream};
 
 use anyhow::{Context, bail};
 use gatehouse_actors::ActorSettings;
-use gatehouse_node::config::{JoinKey, JwtIssuerConfig, RaftTimings, ServeConfig, Start};
-use gatehouse_node::grants::Grants;
-use gatehouse_node::metrics::MetricsSettings;
+use gatehouse_cluster::grants::Grants;
+use gatehouse_gateway::auth::JwtIssuerConfig;
+use gatehouse_gateway::metrics::MetricsSettings;
+use gatehouse_node::config::{JoinKey, RaftTimings, ServeConfig, Start};
 use gatehouse_node::server::{self, NodeHandle};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -470,7 +471,7 @@ impl TestCluster {
 
 /// Resolves when any of the watches changes.
 async fn any_changed(
-    watches: &mut [tokio::sync::watch::Receiver<gatehouse_node::cluster::Metrics>],
+    watches: &mut [tokio::sync::watch::Receiver<gatehouse_cluster::cluster::Metrics>],
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
     let mut tasks = Vec::new();

@@ -106,7 +106,7 @@ impl McpFixture {
     pub fn audit_tail(&self, n: usize) -> anyhow::Result<Vec<gatehouse_audit::Record>> {
         let node = self.cluster.node(1);
         self.cluster.block_on(node.audit.flush())?;
-        let files = gatehouse_node::node_files::NodeFiles::new(&self.cluster.data_dir(1))?;
+        let files = gatehouse_cluster::node_files::NodeFiles::new(&self.cluster.data_dir(1))?;
         Ok(gatehouse_audit::tail(&files.audit_dir(), n)?)
     }
 

@@ -1,7 +1,7 @@
 //! The network between the harness's nodes: every Raft message and forwarded write asks the
 //! router first.
 
-use gatehouse_node::net::{PeerFilter, Verdict};
+use gatehouse_cluster::net::{PeerFilter, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;

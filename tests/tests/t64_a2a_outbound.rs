@@ -5,8 +5,8 @@
 //! upstream `hurried` is the same agent with a short timeout, for a remote task that waits for
 //! back's approvers longer than that.
 
-use gatehouse_node::executor::builtin::BuiltinTool;
-use gatehouse_node::grants::{CredentialSource, Grants};
+use gatehouse_cluster::grants::BuiltinTool;
+use gatehouse_cluster::grants::{CredentialSource, Grants};
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
 use gatehouse_registry::canonical::sha256_hex;

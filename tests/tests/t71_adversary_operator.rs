@@ -9,9 +9,10 @@
 //! may name it; the built-in `echo` and `transfer` for demo, `transfer` for lab. acme has no
 //! built-in tool.
 
-use gatehouse_node::executor::builtin::{BuiltinTool, Ledger, ledger_path, tenant_dir};
-use gatehouse_node::grants::{CredentialSource, Grants};
-use gatehouse_node::metrics::{MetricsSettings, ScrapeToken};
+use gatehouse_cluster::grants::BuiltinTool;
+use gatehouse_cluster::grants::{CredentialSource, Grants};
+use gatehouse_gateway::executor::builtin::{Ledger, ledger_path, tenant_dir};
+use gatehouse_gateway::metrics::{MetricsSettings, ScrapeToken};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
 use gatehouse_registry::canonical::sha256_hex;

@@ -4,7 +4,7 @@
 //! destructive tool is idempotent. Each attack runs against real nodes over gRPC and MCP and must
 //! fail with a typed error and no state change: the call's record, the upstream's log.
 
-use gatehouse_node::config::JwtIssuerConfig;
+use gatehouse_gateway::auth::JwtIssuerConfig;
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
 use gatehouse_registry::canonical::sha256_hex;

@@ -6,7 +6,7 @@
 //! neither. Losing the home therefore never costs the cluster its leader, and the leader replaces
 //! the home once it has not heard from it for `home_unreachable_after`.
 
-use gatehouse_node::cluster::WriteError;
+use gatehouse_cluster::cluster::WriteError;
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::call::PrincipalChain;
 use gatehouse_registry::canonical::sha256_hex;

@@ -8,7 +8,7 @@
 //! (`flow::NODES`).
 
 use gatehouse_actors::placement::rendezvous;
-use gatehouse_node::cluster::WriteError;
+use gatehouse_cluster::cluster::WriteError;
 use gatehouse_registry::registry::Placement;
 use gatehouse_registry::{ApplyError, CallId, CallState, Command, Response};
 use gatehouse_tests::TestCluster;

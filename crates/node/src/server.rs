@@ -1,26 +1,26 @@
 //! Starting and stopping a node: the store, Raft, the gRPC and HTTP listeners, and the first
 //! step into a cluster (bootstrap a new one, join an existing one, or carry on from disk).
 
-use crate::actor_port::AuditedPort;
-use crate::auth::Authenticator;
-use crate::cluster::Cluster;
 use crate::config::{JoinKey, ServeConfig, Start};
-use crate::executor::NodeExecutor;
-use crate::feed::CallFeed;
-use crate::grpc_health::GrpcHealth;
-use crate::handover::Handover;
-use crate::metrics::{Metrics, NodeSources};
-use crate::net::{NetworkFactory, PeerTransport, Peers};
-use crate::node_files::{Identity, NodeFiles, new_key};
-use crate::pipeline::Audited;
-use crate::pipeline::Pipeline;
-use crate::readiness::Readiness;
-use crate::services;
-use crate::tls::{NodeTls, Plaintext, Probe, TlsListener};
 use anyhow::{Context, bail};
 use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
 use gatehouse_audit::AuditLog;
+use gatehouse_cluster::cluster::Cluster;
+use gatehouse_cluster::feed::CallFeed;
+use gatehouse_cluster::handover::Handover;
+use gatehouse_cluster::net::{NetworkFactory, PeerTransport, Peers};
+use gatehouse_cluster::node_files::{Identity, NodeFiles, new_key};
+use gatehouse_cluster::readiness::Readiness;
+use gatehouse_cluster::tls::{NodeTls, Plaintext, Probe, TlsListener};
+use gatehouse_fronts::grpc_health::GrpcHealth;
+use gatehouse_fronts::services;
+use gatehouse_gateway::actor_port::AuditedPort;
+use gatehouse_gateway::auth::Authenticator;
+use gatehouse_gateway::executor::NodeExecutor;
+use gatehouse_gateway::metrics::{Metrics, NodeSources};
+use gatehouse_gateway::pipeline::Audited;
+use gatehouse_gateway::pipeline::Pipeline;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalServiceServer;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Raft and registry messages (snapshot chunks, big apply batches) are larger than tonic's 4 MiB
 /// default.
-const MAX_MESSAGE: usize = crate::net::MAX_RAFT_MESSAGE;
+const MAX_MESSAGE: usize = gatehouse_cluster::net::MAX_RAFT_MESSAGE;
 
 /// How long a stopping node waits for running executions to finish and report.
 const EXECUTION_GRACE: Duration = Duration::from_secs(5);
@@ -105,7 +105,8 @@ impl NodeHandle {
         // completion must still commit and be applied here.
         self.actors.stop(EXECUTION_GRACE).await;
         // Then the leadership, while Raft still runs here to grant the successor its vote.
-        let handover = crate::handover::hand_over(&self.cluster, self.handover_within).await;
+        let handover =
+            gatehouse_cluster::handover::hand_over(&self.cluster, self.handover_within).await;
         if let Handover::Failed(why) = &handover {
             tracing::warn!(node = self.id, "leadership not handed over: {why}");
         }
@@ -165,7 +166,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             config.node_id
         );
     }
-    crate::backup::check_restored_for(&files, config.node_id)?;
+    gatehouse_cluster::backup::check_restored_for(&files, config.node_id)?;
     let grpc_listener = bind(config.grpc, known.as_ref().map(|k| k.grpc)).await?;
     let http_listener = bind(config.http, known.as_ref().map(|k| k.http)).await?;
     let identity = Identity {
@@ -245,9 +246,9 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
-    let a2a = crate::a2a::Front::new(
+    let a2a = gatehouse_fronts::a2a::Front::new(
         pipeline.clone(),
-        crate::a2a::A2aSettings {
+        gatehouse_fronts::a2a::A2aSettings {
             grpc_url: config
                 .a2a
                 .grpc_url
@@ -274,7 +275,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         )?,
         serve_http(
             http_listener,
-            crate::http::router(
+            gatehouse_fronts::http::router(
                 Readiness {
                     cluster: cluster.clone(),
                     health: actors.health(),
@@ -292,10 +293,10 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             mcp_stop,
             stopped.clone(),
         )?,
-        crate::discovery::spawn_discovery(
+        gatehouse_gateway::discovery::spawn_discovery(
             cluster.clone(),
             discovery_events,
-            Arc::new(crate::executor::ProcessEnv),
+            Arc::new(gatehouse_gateway::executor::ProcessEnv),
             stopped,
         ),
     ];
@@ -316,7 +317,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             None
         }
     };
-    crate::backup::finish_restore(&cluster, &files, identity.grpc).await?;
+    gatehouse_cluster::backup::finish_restore(&cluster, &files, identity.grpc).await?;
     tracing::info!(node = config.node_id, grpc = %identity.grpc, http = %identity.http, "node started");
     Ok(NodeHandle {
         id: config.node_id,
@@ -339,7 +340,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 struct Services {
     feed: CallFeed,
     pipeline: Pipeline,
-    a2a: Arc<crate::a2a::Front>,
+    a2a: Arc<gatehouse_fronts::a2a::Front>,
 }
 
 fn serve_grpc<H>(
@@ -396,10 +397,10 @@ where
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
             front.pipeline,
         )))
-        .add_service(crate::a2a::grpc_service(front.a2a))
+        .add_service(gatehouse_fronts::a2a::grpc_service(front.a2a))
         .add_service(health)
-        .add_service(crate::grpc_health::reflection_v1()?)
-        .add_service(crate::grpc_health::reflection_v1alpha()?);
+        .add_service(gatehouse_fronts::grpc_health::reflection_v1()?)
+        .add_service(gatehouse_fronts::grpc_health::reflection_v1alpha()?);
     let shutdown = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };

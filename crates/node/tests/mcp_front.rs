@@ -7,10 +7,11 @@
 //! (`vault.echo`, denied by policy). Tenant `globex`: the agent `gina` and `other.echo`.
 
 use gatehouse_actors::ActorSettings;
-use gatehouse_node::config::{McpSettings, RaftTimings, ServeConfig, Start};
-use gatehouse_node::executor::builtin::BuiltinTool;
-use gatehouse_node::grants::Grants;
-use gatehouse_node::net::OpenNetwork;
+use gatehouse_cluster::grants::BuiltinTool;
+use gatehouse_cluster::grants::Grants;
+use gatehouse_cluster::net::OpenNetwork;
+use gatehouse_fronts::mcp::McpSettings;
+use gatehouse_node::config::{RaftTimings, ServeConfig, Start};
 use gatehouse_node::server::{self, NodeHandle};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
@@ -96,7 +97,7 @@ impl Fixture {
     }
 
     fn audit_dir(&self) -> std::path::PathBuf {
-        gatehouse_node::node_files::NodeFiles::new(&self.dir.path().join("node-1"))
+        gatehouse_cluster::node_files::NodeFiles::new(&self.dir.path().join("node-1"))
             .unwrap()
             .audit_dir()
     }

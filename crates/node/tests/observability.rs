@@ -9,11 +9,11 @@
 
 use futures::StreamExt;
 use gatehouse_actors::ActorSettings;
+use gatehouse_cluster::grants::BuiltinTool;
+use gatehouse_cluster::grants::Grants;
+use gatehouse_cluster::net::OpenNetwork;
+use gatehouse_gateway::metrics::MetricsSettings;
 use gatehouse_node::config::{DEFAULT_READY_MAX_LAG, RaftTimings, ServeConfig, Start};
-use gatehouse_node::executor::builtin::BuiltinTool;
-use gatehouse_node::grants::Grants;
-use gatehouse_node::metrics::MetricsSettings;
-use gatehouse_node::net::OpenNetwork;
 use gatehouse_node::server::{self, NodeHandle};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
@@ -364,7 +364,7 @@ async fn grpc_health_serves_every_service_until_the_node_stops() {
         .unwrap();
     let mut health = HealthClient::new(channel);
     assert_eq!(health_of(&mut health, "").await, ServingStatus::Serving);
-    for service in gatehouse_node::grpc_health::SERVICES {
+    for service in gatehouse_fronts::grpc_health::SERVICES {
         assert_eq!(
             health_of(&mut health, service).await,
             ServingStatus::Serving,

@@ -2,7 +2,7 @@
 //! MCP upstream is the bench's `McpUpstream`, and the process's CPU time from /proc.
 
 use anyhow::{Context, bail};
-use gatehouse_node::node_files::Identity;
+use gatehouse_cluster::node_files::Identity;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_tests::Admin;
 use gatehouse_tests::flow::resource;

@@ -2,9 +2,9 @@
 
 use super::client::{self, explain};
 use crate::cli::{Output, Remote};
-use crate::services::convert::{approval_mode_to, call_state_to};
 use clap::{Subcommand, ValueEnum};
 use futures::StreamExt;
+use gatehouse_fronts::services::convert::{approval_mode_to, call_state_to};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_registry::{ApprovalMode, CallState};

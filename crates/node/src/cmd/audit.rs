@@ -2,11 +2,11 @@
 
 use crate::cli::Output;
 use crate::config::RawServeConfig;
-use crate::node_files::AUDIT_DIR;
-use crate::time::rfc3339;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use gatehouse_audit::Record;
+use gatehouse_cluster::node_files::AUDIT_DIR;
+use gatehouse_fronts::time::rfc3339;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -54,7 +54,7 @@ fn endpoint(addr: &str, ca: Option<&Path>) -> anyhow::Result<Endpoint> {
     let Some(ca) = ca else {
         return Ok(endpoint);
     };
-    let tls = ClientTlsConfig::new().ca_certificate(crate::tls::read_ca(ca)?);
+    let tls = ClientTlsConfig::new().ca_certificate(gatehouse_cluster::tls::read_ca(ca)?);
     endpoint
         .tls_config(tls)
         .with_context(|| format!("TLS to {uri}"))

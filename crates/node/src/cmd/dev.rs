@@ -7,9 +7,9 @@
 
 use super::serve::{SHUTDOWN_GRACE, init_logging, say, wait_for_signal};
 use crate::config::RawServeConfig;
-use crate::node_files::{new_key, write_atomically};
 use crate::server::{self, NodeHandle};
 use anyhow::Context;
+use gatehouse_cluster::node_files::{new_key, write_atomically};
 use gatehouse_registry::Command;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::documents;

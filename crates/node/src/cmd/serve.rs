@@ -2,9 +2,9 @@
 
 use crate::cli::ServeArgs;
 use crate::config::RawServeConfig;
-use crate::handover::Handover;
 use crate::server;
-use crate::telemetry::Telemetry;
+use gatehouse_cluster::handover::Handover;
+use gatehouse_gateway::telemetry::Telemetry;
 use std::process::ExitCode;
 
 /// How long a stopping node waits for its tasks before it exits regardless.

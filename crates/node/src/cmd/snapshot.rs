@@ -3,10 +3,10 @@
 //! directory made from a backup, offline.
 
 use super::client::{self, explain};
-use crate::backup::{self, FORMAT, Header};
-use crate::node_files::{NodeFiles, RestoreMarker, new_key, write_atomically};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use gatehouse_cluster::backup::{self, FORMAT, Header};
+use gatehouse_cluster::node_files::{NodeFiles, RestoreMarker, new_key, write_atomically};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::snapshot_service_client::SnapshotServiceClient;
 use gatehouse_registry::Registry;

@@ -1,0 +1,146 @@
+//! The A2A front: peers delegate tasks to the gateway over A2A v1. The bindings are the official
+//! a2a-rs crates': a2a-server's JSON-RPC router at `/a2a` on the HTTP listener and a2a-grpc's
+//! `lf.a2a.v1.A2AService` on the gRPC listener. Both drive one [`Front`], which implements their
+//! `RequestHandler` on top of the shared [`Pipeline`]; the Agent Card is served at
+//! `/.well-known/agent-card.json`.
+//!
+//! A task is one call: its message carries a data part `{"tool": "upstream.tool", "arguments":
+//! {...}}`, its id is the call's id, and its state follows the call's replicated record (see
+//! task.rs), so every node answers `GetTask` alike. The peer is the call's agent and its A2A
+//! peer; the user it acts for (a JWT's `sub` under an `act` claim naming the peer, or the user an
+//! API key is bound to) must be allowed the tool too.
+//!
+//! Both edges answer an unauthenticated request before any A2A handling (HTTP 401 with
+//! `WWW-Authenticate`, gRPC `UNAUTHENTICATED`), and a caller that is an agent of no tenant with
+//! 403 or `PERMISSION_DENIED`.
+
+mod card;
+mod handler;
+mod task;
+
+use a2a_grpc::GrpcHandler;
+use a2a_pb::proto::a2a_service_server::A2aServiceServer;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_gateway::auth::Caller;
+use gatehouse_gateway::pipeline::Pipeline;
+use gatehouse_registry::resource::Role;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Where the JSON-RPC binding is mounted.
+pub const PATH: &str = "/a2a";
+
+/// How long a blocking `SendMessage` waits for its task to finish or to need a person, before it
+/// answers with the task as it stands (the peer then polls `GetTask` or subscribes).
+pub const SEND_WAIT: Duration = Duration::from_secs(30);
+
+/// What the front advertises about itself.
+#[derive(Debug, Clone)]
+pub struct A2aSettings {
+    /// The gRPC interface's address as the card gives it (`host:port`).
+    pub grpc_url: String,
+    /// The node's own HTTP address, for the card's JSON-RPC URL when a request has no Host.
+    pub http_addr: String,
+    /// The base URL peers reach the HTTP listener at, when configured: it wins over the Host.
+    pub public_url: Option<String>,
+    /// The HTTP listener serves TLS: URLs made from the Host or the address say `https://`.
+    pub https: bool,
+}
+
+/// Shared by both bindings.
+#[derive(Debug)]
+pub struct Front {
+    pipeline: Pipeline,
+    settings: A2aSettings,
+    /// Cancelled when the node stops: open streams end.
+    stop: CancellationToken,
+}
+
+impl Front {
+    pub fn new(pipeline: Pipeline, settings: A2aSettings, stop: CancellationToken) -> Arc<Front> {
+        Arc::new(Front {
+            pipeline,
+            settings,
+            stop,
+        })
+    }
+}
+
+/// The card and the JSON-RPC binding, for the node's HTTP listener.
+pub fn router(front: Arc<Front>) -> Router {
+    let jsonrpc = a2a_server::jsonrpc::jsonrpc_router(front.clone()).route_layer(
+        axum::middleware::from_fn_with_state(front.clone(), http_edge),
+    );
+    Router::new()
+        .route(
+            a2a_server::WELL_KNOWN_AGENT_CARD_PATH,
+            get(card::serve_public).with_state(front),
+        )
+        .nest(PATH, jsonrpc)
+}
+
+/// The gRPC binding, for the node's gRPC listener.
+pub fn grpc_service(
+    front: Arc<Front>,
+) -> tonic::service::interceptor::InterceptedService<
+    A2aServiceServer<GrpcHandler<Front>>,
+    impl tonic::service::Interceptor + Clone,
+> {
+    let edge = front.clone();
+    A2aServiceServer::with_interceptor(GrpcHandler::new(front), move |request| {
+        grpc_edge(&edge, request)
+    })
+}
+
+/// A caller that is an agent of no tenant can delegate nothing here.
+fn is_some_agent(caller: &Caller) -> bool {
+    caller
+        .spec
+        .roles
+        .values()
+        .any(|roles| roles.contains(&Role::Agent))
+}
+
+fn not_an_agent(caller: &Caller) -> String {
+    format!(
+        "{} is an agent of no tenant: an A2A peer needs the agent role in the tenant it delegates to",
+        caller.name
+    )
+}
+
+async fn http_edge(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
+    let caller = match front.pipeline.authenticate_http(request.headers()) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_http_response(),
+    };
+    if !is_some_agent(&caller) {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": a2a::error_code::INVALID_REQUEST, "message": not_an_agent(&caller)},
+        });
+        return (http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+    }
+    next.run(request).await
+}
+
+#[allow(clippy::result_large_err)] // tonic's interceptor signature
+fn grpc_edge(
+    front: &Front,
+    request: tonic::Request<()>,
+) -> Result<tonic::Request<()>, tonic::Status> {
+    let token = gatehouse_gateway::auth::bearer(request.metadata());
+    let caller = front
+        .pipeline
+        .authenticate_bearer(token)
+        .map_err(|e| e.into_status())?;
+    if !is_some_agent(&caller) {
+        return Err(tonic::Status::permission_denied(not_an_agent(&caller)));
+    }
+    Ok(request)
+}

@@ -1,0 +1,10 @@
+//! The protocols agents, peers and people speak to a node, each a thin front over the gateway's
+//! pipeline: MCP (`mcp`), A2A (`a2a`), the gRPC services (`services`), and the HTTP listener that
+//! carries MCP, A2A's JSON-RPC binding, health and metrics (`http`).
+
+pub mod a2a;
+pub mod grpc_health;
+pub mod http;
+pub mod mcp;
+pub mod services;
+pub mod time;

@@ -1,0 +1,201 @@
+//! What `/mcp` checks before the MCP layer sees a request: who is calling (a bearer API key or
+//! JWT; 401 with `WWW-Authenticate` otherwise, never a JSON-RPC answer), for which tenant (its
+//! only agent tenant, or the one the `Gatehouse-Tenant` header names; 400 when that is unclear), that the body is
+//! no bigger than allowed (413), and that it is JSON-RPC at all (-32700 for bytes that are not
+//! JSON, -32600 for JSON that is not a JSON-RPC message, -32602 for a known method whose params
+//! do not fit). The caller goes into the request's extensions, where rmcp hands it to the
+//! handler inside `http::request::Parts`.
+
+use super::Front;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use gatehouse_gateway::auth::{Caller, TENANT_HEADER, TenantChoice, agent_tenant};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The request methods of MCP, whose params rmcp parses.
+const MCP_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+];
+
+/// The authenticated caller of one `/mcp` request and the tenant it acts for.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub caller: Caller,
+    /// `None` when the caller is an agent of no tenant (it sees only the gateway's own tools).
+    pub tenant: Option<String>,
+}
+
+pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let caller = match front.pipeline.authenticate_http(&parts.headers) {
+        Ok(caller) => caller,
+        Err(e) => return e.into_http_response(),
+    };
+    let requested = parts
+        .headers
+        .get(TENANT_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let tenant = match agent_tenant(&caller, requested) {
+        Ok(tenant) => Some(tenant),
+        // It sees only the gateway's own tools, and its calls find no tool.
+        Err(TenantChoice::NoAgentRole { .. }) => None,
+        Err(choice @ (TenantChoice::Ambiguous { .. } | TenantChoice::NotAgentOf { .. })) => {
+            return (StatusCode::BAD_REQUEST, format!("{choice}\n")).into_response();
+        }
+    };
+    parts.extensions.insert(Agent { caller, tenant });
+    if parts.method != Method::POST {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+
+    let max = front.settings.max_body_bytes;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        return too_large(max);
+    }
+    let mut bytes = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) if bytes.len() + chunk.len() > max => return too_large(max),
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(e) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("reading the request body: {e}\n"),
+                )
+                    .into_response();
+            }
+        }
+    }
+    if let Err(response) = check_jsonrpc(&bytes) {
+        return *response;
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn too_large(max: usize) -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is larger than {max} bytes\n"),
+    )
+        .into_response()
+}
+
+/// The spec's JSON-RPC codes for what rmcp would otherwise refuse with a bare HTTP status.
+fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| jsonrpc_error(Value::Null, -32700, format!("parse error: {e}")))?;
+    let Value::Object(message) = &value else {
+        return Err(jsonrpc_error(
+            Value::Null,
+            -32600,
+            "invalid request: send one JSON-RPC message as a JSON object (batches are not \
+             supported)"
+                .into(),
+        ));
+    };
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let id_ok = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
+    let is_request_or_notification = message.get("method").is_some_and(Value::is_string);
+    let is_response = message.contains_key("id")
+        && (message.contains_key("result") || message.contains_key("error"));
+    if message.get("jsonrpc") != Some(&json!("2.0"))
+        || !id_ok
+        || !(is_request_or_notification || is_response)
+    {
+        let id = if id_ok { id } else { Value::Null };
+        return Err(jsonrpc_error(
+            id,
+            -32600,
+            "invalid request: not a JSON-RPC 2.0 message".into(),
+        ));
+    }
+    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+        Err(e) => Err(jsonrpc_error(id, -32602, format!("invalid params: {e}"))),
+        // rmcp takes a known method whose params do not fit for a method of its own.
+        Ok(ClientJsonRpcMessage::Request(request))
+            if matches!(&request.request, ClientRequest::CustomRequest(c)
+                if MCP_METHODS.contains(&c.method.as_str())) =>
+        {
+            Err(jsonrpc_error(
+                id,
+                -32602,
+                "invalid params: they do not fit the method".into(),
+            ))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+fn jsonrpc_error(id: Value, code: i64, message: String) -> Box<Response> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    Box::new(
+        (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> Option<i64> {
+        check_jsonrpc(body.as_bytes()).err().map(|response| {
+            let response = *response;
+            assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+            let (_, body) = response.into_parts();
+            let bytes = futures::executor::block_on(axum::body::to_bytes(body, 1 << 20)).unwrap();
+            let value: Value = serde_json::from_slice(&bytes).unwrap();
+            value["error"]["code"].as_i64().unwrap()
+        })
+    }
+
+    #[test]
+    fn each_kind_of_malformed_message_gets_its_code() {
+        assert_eq!(code("{not json"), Some(-32700));
+        assert_eq!(code("[]"), Some(-32600));
+        assert_eq!(
+            code(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
+            Some(-32600)
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), Some(-32600));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}"#),
+            Some(-32602)
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), None);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#), None);
+    }
+}

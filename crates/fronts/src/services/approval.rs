@@ -1,0 +1,541 @@
+//! `ApprovalService`: approvers list, watch and decide their tenant's calls. Decisions are Raft
+//! commands proposed from any node; the registry's guards decide whether they hold. Reads and
+//! watches answer from this node's copy and its call feed.
+//!
+//! A call of a tenant the caller holds no role in does not exist for it: NOT_FOUND, worded as
+//! for a missing id.
+
+use super::convert::{self, call_record_to};
+use super::status::{apply_error, write_error};
+use futures::{Stream, StreamExt};
+use gatehouse_audit::{AuditLog, Entry};
+use gatehouse_cluster::cluster::Cluster;
+use gatehouse_cluster::feed::{CallFeed, ChangeKind, WatchEvent};
+use gatehouse_gateway::auth::{Authenticator, Caller};
+use gatehouse_gateway::pipeline::audit;
+use gatehouse_gateway::telemetry;
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::approval_service_server::ApprovalService;
+use gatehouse_raft_store::SharedRegistry;
+use gatehouse_registry::resource::Role;
+use gatehouse_registry::{ApplyError, Call, CallId, Command, Outcome};
+use std::pin::Pin;
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1_000;
+
+#[derive(Debug, Clone)]
+pub struct Approvals {
+    cluster: Cluster,
+    auth: Authenticator,
+    feed: CallFeed,
+    audit: AuditLog,
+}
+
+impl Approvals {
+    pub fn new(cluster: Cluster, auth: Authenticator, feed: CallFeed, audit: AuditLog) -> Self {
+        Approvals {
+            cluster,
+            auth,
+            feed,
+            audit,
+        }
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let registry = self.cluster.registry.read().expect("registry lock");
+        self.auth.authenticate_grpc(&registry, request.metadata())
+    }
+
+    /// The call, if it exists and its tenant is one the caller holds a role in.
+    fn visible_call(&self, caller: &Caller, id: &str) -> Result<Call, Status> {
+        if id.is_empty() {
+            return Err(Status::invalid_argument("call_id is required"));
+        }
+        let registry = self.cluster.registry.read().expect("registry lock");
+        match registry.call(&CallId(id.to_owned())) {
+            Some(call) if caller.member_of(&call.spec.tenant) => Ok(call.clone()),
+            _ => Err(apply_error(&ApplyError::NotFound {
+                what: format!("call {id}"),
+            })),
+        }
+    }
+
+    /// A tenant the caller may review: it exists, and the caller is its approver or a cluster
+    /// admin.
+    fn reviewable_tenant(&self, caller: &Caller, tenant: &str) -> Result<(), Status> {
+        if tenant.is_empty() {
+            return Err(Status::invalid_argument("tenant is required"));
+        }
+        let exists = self
+            .cluster
+            .registry
+            .read()
+            .expect("registry lock")
+            .tenant_exists(tenant);
+        if !exists || !caller.member_of(tenant) {
+            return Err(Status::not_found(format!("tenant {tenant} does not exist")));
+        }
+        require_reviewer(caller, tenant)
+    }
+
+    /// Audits a decision refused before it was proposed (the caller is no approver here). The
+    /// refusal stands; a log that cannot take it makes the answer `UNAVAILABLE` instead.
+    async fn refused(
+        &self,
+        decision: &str,
+        caller: &Caller,
+        call: &Call,
+        status: Status,
+    ) -> Status {
+        let mut entry = audit::call_decision(call, approver(caller), decision);
+        entry.outcome = format!("refused:{:?}", status.code());
+        match self.audit.record_durable(entry).await {
+            Ok(_) => status,
+            Err(e) => Status::unavailable(audit::refusal_message(&e)),
+        }
+    }
+
+    /// Proposes a decision on a call; the call's record right after it, and the log index.
+    /// The decision is audited durably before it is proposed (or it is not proposed), and what
+    /// came of it, taken or refused, before the answer. `chain` is who decides: the approver,
+    /// or for a cancellation the caller's own chain. It runs in a `decide` span in the call's
+    /// trace.
+    async fn decide(
+        &self,
+        command: Command,
+        call: &Call,
+        chain: Vec<String>,
+    ) -> Result<(pb::CallRecord, u64), Status> {
+        let (decision, principal) = match &command {
+            Command::Approve { approver, .. } => ("approve", approver.clone()),
+            Command::Reject { approver, .. } => ("reject", approver.clone()),
+            Command::Cancel { principal, .. } => ("cancel", principal.clone()),
+            Command::Resolve { approver, .. } => ("resolve", approver.clone()),
+            _ => ("decide", String::new()),
+        };
+        let id = call.spec.id.to_string();
+        let span = tracing::info_span!(
+            "decide",
+            call = %id,
+            decision,
+            principal = %principal,
+            outcome = tracing::field::Empty,
+        );
+        let parent = telemetry::execution_parent(&call.spec.id, call.spec.trace_parent.as_deref());
+        telemetry::continue_trace(&span, parent);
+        let intent = audit::call_decision(call, chain, decision);
+        self.decide_in_span(command, &id, intent)
+            .instrument(span)
+            .await
+    }
+
+    async fn decide_in_span(
+        &self,
+        command: Command,
+        id: &str,
+        intent: Entry,
+    ) -> Result<(pb::CallRecord, u64), Status> {
+        let call_id = CallId(id.to_owned());
+        let done = || audit::call_state_now(&self.cluster.registry, &call_id);
+        let written =
+            audit::propose_written_ahead(&self.audit, &self.cluster, intent, command, done)
+                .await
+                .map_err(|e| Status::unavailable(audit::refusal_message(&e)))?;
+        let outcome = match &written {
+            Ok(_) => audit::call_state_now(&self.cluster.registry, &call_id),
+            Err(e) => format!("refused:{:?}", write_error(e.clone()).code()),
+        };
+        tracing::Span::current().record("outcome", outcome.as_str());
+        let (_, log_index) = written.map_err(write_error)?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        match registry.call(&call_id) {
+            Some(call) => Ok((call_record_to(call), log_index)),
+            None => Err(Status::internal(format!(
+                "call {id} is gone after the decision"
+            ))),
+        }
+    }
+}
+
+/// An approver deciding, as an audit chain: the principal, and the person when it has another
+/// name (a JWT's subject, a bound user), so an issuer-wide approver's decisions say who made them.
+fn approver(caller: &Caller) -> Vec<String> {
+    let mut chain = vec![format!("approver:{}", caller.name)];
+    let person = caller.person();
+    if person != caller.name {
+        chain.push(format!("person:{person}"));
+    }
+    chain
+}
+
+/// Approvers of the tenant and cluster admins may read and watch its calls.
+fn require_reviewer(caller: &Caller, tenant: &str) -> Result<(), Status> {
+    if caller.cluster(Role::Admin) || caller.spec.has_role(tenant, Role::Approver) {
+        Ok(())
+    } else {
+        Err(not_approver(caller, tenant))
+    }
+}
+
+/// Whether the principal, as the registry has it now, may still watch the tenant's calls.
+fn still_reviewer(registry: &SharedRegistry, name: &str, tenant: &str) -> bool {
+    let registry = registry.read().expect("registry lock");
+    registry
+        .principal(name)
+        .is_some_and(|p| p.has_cluster_role(Role::Admin) || p.has_role(tenant, Role::Approver))
+}
+
+/// Only the tenant's approvers decide; the registry checks it again when the command applies.
+fn require_approver(caller: &Caller, tenant: &str) -> Result<(), Status> {
+    if caller.spec.has_role(tenant, Role::Approver) {
+        Ok(())
+    } else {
+        Err(not_approver(caller, tenant))
+    }
+}
+
+fn not_approver(caller: &Caller, tenant: &str) -> Status {
+    apply_error(&ApplyError::NotApprover {
+        principal: caller.name.clone(),
+        tenant: tenant.to_owned(),
+    })
+}
+
+fn page_size(requested: u32) -> usize {
+    match requested as usize {
+        0 => DEFAULT_PAGE,
+        n => n.min(MAX_PAGE),
+    }
+}
+
+fn required(value: &str, what: &str) -> Result<(), Status> {
+    if value.trim().is_empty() {
+        Err(Status::invalid_argument(what.to_owned()))
+    } else {
+        Ok(())
+    }
+}
+
+fn event_to(event: WatchEvent) -> pb::ApprovalEvent {
+    use pb::approval_event::Event;
+    match event {
+        WatchEvent::Change { index, change } => {
+            let kind = match change.kind {
+                ChangeKind::Added => pb::ChangeKind::Added,
+                ChangeKind::Changed => pb::ChangeKind::Changed,
+                ChangeKind::Removed => pb::ChangeKind::Removed,
+            };
+            pb::ApprovalEvent {
+                index,
+                event: Some(Event::Change(Box::new(pb::CallChange {
+                    kind: kind as i32,
+                    call: Some(call_record_to(&change.call)),
+                }))),
+            }
+        }
+        WatchEvent::Resync { index, calls } => pb::ApprovalEvent {
+            index,
+            event: Some(Event::Resync(pb::Resync { calls })),
+        },
+    }
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<pb::ApprovalEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl ApprovalService for Approvals {
+    async fn list_pending(
+        &self,
+        request: Request<pb::ListCallsRequest>,
+    ) -> Result<Response<pb::ListCallsResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        self.reviewable_tenant(&caller, &request.tenant)?;
+        let state = convert::call_state_from(request.state)?;
+        let mode = convert::approval_mode_from(request.mode)?;
+        let size = page_size(request.page_size);
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let mut matching = registry
+            .calls_of(&request.tenant)
+            .skip_while(|c| c.spec.id.0 <= request.page_token)
+            .filter(|c| state.map_or(!c.state.is_finished(), |s| c.state == s))
+            .filter(|c| request.tool.is_empty() || c.spec.tool == request.tool)
+            .filter(|c| mode.is_none_or(|m| c.spec.effective_mode == m));
+        let calls: Vec<pb::CallRecord> = matching.by_ref().take(size).map(call_record_to).collect();
+        let next_page_token = match calls.last() {
+            Some(last) if matching.next().is_some() => last.call_id.clone(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListCallsResponse {
+            calls,
+            next_page_token,
+        }))
+    }
+
+    type WatchPendingStream = Events;
+
+    async fn watch_pending(
+        &self,
+        request: Request<pb::WatchCallsRequest>,
+    ) -> Result<Response<Self::WatchPendingStream>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        self.reviewable_tenant(&caller, &request.tenant)?;
+        let registry = self.cluster.registry.clone();
+        let tenant = request.tenant.clone();
+        let events = self
+            .feed
+            .watch(&request.tenant, request.from_index)
+            .map(|event| Ok(event_to(event)))
+            // The feed ends only when the node stops.
+            .chain(futures::stream::once(async {
+                Err(Status::unavailable(
+                    "this node is stopping: resume from the last index on another node",
+                ))
+            }))
+            // A watcher whose role (or key) is taken away gets nothing more: the stream ends
+            // with PERMISSION_DENIED at the next event.
+            .scan(false, move |ended, event| {
+                let next = if *ended {
+                    None
+                } else if event.is_ok() && !still_reviewer(&registry, &caller.name, &tenant) {
+                    *ended = true;
+                    Some(Err(Status::permission_denied(format!(
+                        "{} may no longer review tenant {tenant}'s calls",
+                        caller.name
+                    ))))
+                } else {
+                    Some(event)
+                };
+                futures::future::ready(next)
+            });
+        Ok(Response::new(Box::pin(events)))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetCallRecordRequest>,
+    ) -> Result<Response<pb::GetCallRecordResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let call = self.visible_call(&caller, &request.get_ref().call_id)?;
+        require_reviewer(&caller, &call.spec.tenant)?;
+        Ok(Response::new(pb::GetCallRecordResponse {
+            call: Some(call_record_to(&call)),
+        }))
+    }
+
+    async fn approve(
+        &self,
+        request: Request<pb::ApproveCallRequest>,
+    ) -> Result<Response<pb::ApproveCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        required(&request.args_sha256, "name the args_sha256 you reviewed")?;
+        let call = self.visible_call(&caller, &request.call_id)?;
+        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
+            return Err(self.refused("approve", &caller, &call, status).await);
+        }
+        let command = Command::Approve {
+            call_id: call.spec.id.clone(),
+            user: caller.token_subject().map(str::to_owned),
+            approver: caller.name.clone(),
+            args_sha256: request.args_sha256,
+            note: request.note,
+        };
+        let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
+        Ok(Response::new(pb::ApproveCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+
+    async fn reject(
+        &self,
+        request: Request<pb::RejectCallRequest>,
+    ) -> Result<Response<pb::RejectCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        required(&request.reason, "a rejection needs a reason")?;
+        let call = self.visible_call(&caller, &request.call_id)?;
+        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
+            return Err(self.refused("reject", &caller, &call, status).await);
+        }
+        let command = Command::Reject {
+            call_id: call.spec.id.clone(),
+            user: caller.token_subject().map(str::to_owned),
+            approver: caller.name.clone(),
+            reason: request.reason,
+        };
+        let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
+        Ok(Response::new(pb::RejectCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelCallRequest>,
+    ) -> Result<Response<pb::CancelCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        let call = self.visible_call(&caller, &request.call_id)?;
+        // A call is its own user's: another user behind the same principal does not see it.
+        // Whether an approver is of the call's chain is the registry's guard to check.
+        if !call.spec.chain.owned_by(caller.owner())
+            && require_reviewer(&caller, &call.spec.tenant).is_err()
+        {
+            return Err(apply_error(&ApplyError::NotFound {
+                what: format!("call {}", request.call_id),
+            }));
+        }
+        let command = Command::Cancel {
+            call_id: call.spec.id.clone(),
+            principal: caller.name.clone(),
+            user: caller.end_user.clone(),
+            reason: request.reason,
+        };
+        let chain = audit::chain(&caller, None);
+        let (call, log_index) = self.decide(command, &call, chain).await?;
+        Ok(Response::new(pb::CancelCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+
+    async fn resolve(
+        &self,
+        request: Request<pb::ResolveCallRequest>,
+    ) -> Result<Response<pb::ResolveCallResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        required(&request.note, "say what really happened in the note")?;
+        let outcome = match pb::ResolveOutcome::try_from(request.outcome) {
+            Ok(pb::ResolveOutcome::Succeeded) => Outcome::Succeeded {
+                output_sha256: String::new(),
+                output_len: 0,
+                result: None,
+            },
+            Ok(pb::ResolveOutcome::Failed) => Outcome::Failed {
+                error: request.note.clone(),
+            },
+            Ok(pb::ResolveOutcome::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(
+                    "outcome must be RESOLVE_OUTCOME_SUCCEEDED or RESOLVE_OUTCOME_FAILED",
+                ));
+            }
+        };
+        let call = self.visible_call(&caller, &request.call_id)?;
+        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
+            return Err(self.refused("resolve", &caller, &call, status).await);
+        }
+        let command = Command::Resolve {
+            call_id: call.spec.id.clone(),
+            user: caller.token_subject().map(str::to_owned),
+            approver: caller.name.clone(),
+            outcome,
+            note: request.note,
+        };
+        let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
+        Ok(Response::new(pb::ResolveCallResponse {
+            call: Some(call),
+            log_index,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_registry::call::PrincipalChain;
+    use gatehouse_registry::{ApprovalMode, CallState, NewCall};
+
+    fn call(state: CallState, outcome: Option<Outcome>, note: Option<&str>) -> Call {
+        let mut call = Call::new(
+            NewCall {
+                id: CallId::from_random(7),
+                tenant: "acme".into(),
+                tool: "billing.refund".into(),
+                arguments: "{}".into(),
+                args_sha256: "44136fa3".into(),
+                chain: PrincipalChain {
+                    people: Vec::new(),
+                    end_user: Some("john".into()),
+                    agent: "bot".into(),
+                    a2a_peer: None,
+                },
+                requested_mode: None,
+                effective_mode: ApprovalMode::Network,
+                highest_mode: ApprovalMode::Destructive,
+                policy_decision_id: "pd".into(),
+                tool_generation: 3,
+                policy_generation: 1,
+                idempotency_key: None,
+                retry_safe: false,
+                required_approvals: 1,
+                expires_at: 2_000,
+                approval_valid_ms: 500,
+                context_id: None,
+                trace_parent: None,
+            },
+            1_000,
+        );
+        call.state = state;
+        call.outcome = outcome;
+        call.note = note.map(str::to_owned);
+        call.updated_at = 1_500;
+        call
+    }
+
+    #[test]
+    fn records_say_who_cancelled_or_resolved_and_how_it_ended() {
+        let pending = call_record_to(&call(CallState::Pending, None, None));
+        assert_eq!(pending.requested_mode, pb::ApprovalMode::Destructive as i32);
+        assert_eq!(pending.effective_mode, pb::ApprovalMode::Network as i32);
+        assert_eq!(
+            (pending.proposed_at_unix_ms, pending.expires_at_unix_ms),
+            (1_000, 2_000)
+        );
+        assert_eq!(pending.args_json, "{}");
+        assert!(pending.cancellation.is_none() && pending.resolution.is_none());
+
+        let note = Some("cancelled by bot: wrong account: try 12");
+        let cancelled = call_record_to(&call(CallState::Cancelled, None, note));
+        let by = cancelled.cancellation.expect("a cancellation");
+        assert_eq!(
+            (by.principal.as_str(), by.note.as_str()),
+            ("bot", "wrong account: try 12")
+        );
+        assert_eq!(by.at_unix_ms, 1_500);
+
+        let failed = Outcome::Failed {
+            error: "no such refund".into(),
+        };
+        let note = Some("resolved by alice: no such refund");
+        let resolved = call_record_to(&call(CallState::Failed, Some(failed), note));
+        assert_eq!(
+            resolved.resolution.expect("a resolution").principal,
+            "alice"
+        );
+        assert_eq!(resolved.error.as_deref(), Some("no such refund"));
+        assert_eq!(resolved.state, pb::CallState::Failed as i32);
+
+        let changed =
+            Some("policy changed: the tool or the tenant's policy changed after approval");
+        let refused = call_record_to(&call(CallState::Failed, None, changed));
+        assert_eq!(refused.error.as_deref(), changed);
+        assert!(refused.resolution.is_none());
+
+        let done = Outcome::Succeeded {
+            output_sha256: "ab".into(),
+            output_len: 2,
+            result: Some("{}".into()),
+        };
+        let succeeded = call_record_to(&call(CallState::Succeeded, Some(done), None));
+        assert_eq!(succeeded.result_json.as_deref(), Some("{}"));
+        assert!(succeeded.error.is_none());
+    }
+}

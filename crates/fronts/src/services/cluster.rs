@@ -1,0 +1,372 @@
+//! `ClusterService`: status and membership for operators, and the door a new node joins by.
+//! Membership changes run on the leader, one at a time; a node that is not the leader passes
+//! the call on, with the caller's credentials.
+
+use super::status::write_error;
+use gatehouse_cluster::cluster::Cluster;
+use gatehouse_gateway::auth::{Authenticator, Caller, bearer};
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
+use gatehouse_proto::v1::cluster_service_server::ClusterService;
+use gatehouse_raft_store::NodeId;
+use gatehouse_registry::Command;
+use gatehouse_registry::resource::Role;
+use openraft::{BasicNode, ChangeMembers};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::{Request, Response, Status};
+
+/// How long a membership change may take to commit before the caller hears about it.
+const MEMBERSHIP_DEADLINE: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct Membership {
+    cluster: Cluster,
+    auth: Authenticator,
+    /// One membership change at a time.
+    changing: Arc<tokio::sync::Mutex<()>>,
+    /// A peer that answered within this window counts as reachable.
+    reachable_window: Duration,
+}
+
+/// Where this node believes the cluster stands.
+struct View {
+    leader: Option<NodeId>,
+    voters: BTreeSet<NodeId>,
+    nodes: BTreeMap<NodeId, BasicNode>,
+}
+
+impl Membership {
+    pub fn new(cluster: Cluster, auth: Authenticator, reachable_window: Duration) -> Self {
+        Membership {
+            cluster,
+            auth,
+            changing: Arc::default(),
+            reachable_window,
+        }
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let registry = self.cluster.registry.read().expect("registry lock");
+        self.auth.authenticate_grpc(&registry, request.metadata())
+    }
+
+    fn view(&self) -> View {
+        let metrics = self.cluster.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        View {
+            leader: metrics.current_leader,
+            voters: membership.voter_ids().collect(),
+            nodes: membership.nodes().map(|(id, n)| (*id, n.clone())).collect(),
+        }
+    }
+
+    /// `Ok(None)` when this node leads; otherwise a client for the leader, carrying the
+    /// caller's own key.
+    async fn leader_client(
+        &self,
+    ) -> Result<Option<(ClusterServiceClient<tonic::transport::Channel>, NodeId)>, Status> {
+        let view = self.view();
+        match view.leader {
+            Some(leader) if leader == self.cluster.id => Ok(None),
+            Some(leader) => {
+                let addr = &view
+                    .nodes
+                    .get(&leader)
+                    .ok_or_else(|| Status::unavailable("the leader's address is unknown"))?
+                    .addr;
+                let unavailable = |e: tonic::transport::Error| {
+                    Status::unavailable(format!("leader {leader} at {addr}: {e}"))
+                };
+                // The endpoint bounds connecting: a leader whose machine vanished answers no SYN,
+                // and the request after it went must not hang on TCP's own timeout.
+                let channel = self
+                    .cluster
+                    .peers
+                    .endpoint(addr)
+                    .map_err(unavailable)?
+                    .connect()
+                    .await
+                    .map_err(unavailable)?;
+                let client = ClusterServiceClient::new(channel);
+                Ok(Some((client, leader)))
+            }
+            None => Err(Status::unavailable(
+                "no leader: the cluster has no quorum right now",
+            )),
+        }
+    }
+
+    fn reachable(&self, node: NodeId) -> bool {
+        node == self.cluster.id
+            || self
+                .cluster
+                .peers
+                .answered_within(node, self.reachable_window)
+    }
+
+    /// Refuses a voter set in which fewer than a majority answer. A node that has only just
+    /// joined gets one reachability window to answer first.
+    async fn check_quorum(&self, voters: &BTreeSet<NodeId>) -> Result<(), Status> {
+        let majority = voters.len() / 2 + 1;
+        let up = || voters.iter().filter(|v| self.reachable(**v)).count();
+        let deadline = tokio::time::Instant::now() + self.reachable_window;
+        while up() < majority && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let up = up();
+        if up < majority {
+            return Err(Status::failed_precondition(format!(
+                "refused: only {up} of the resulting {} voters {voters:?} are reachable, and a majority needs {majority}",
+                voters.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn answer(&self, log_index: u64) -> (u64, Vec<u64>, Vec<u64>) {
+        let view = self.view();
+        let learners = view
+            .nodes
+            .keys()
+            .filter(|n| !view.voters.contains(n))
+            .copied()
+            .collect();
+        (log_index, view.voters.into_iter().collect(), learners)
+    }
+
+    async fn add_learner_here(&self, node: NodeId, addr: String) -> Result<u64, Status> {
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(Status::invalid_argument(format!(
+                "{addr:?} is not host:port"
+            )));
+        }
+        let _one = self.changing.lock().await;
+        self.cluster
+            .propose(Command::AdmitNode {
+                node,
+                addr: addr.clone(),
+            })
+            .await
+            .map_err(write_error)?;
+        let written = self
+            .cluster
+            .raft
+            .add_learner(node, BasicNode { addr }, false)
+            .await
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(written.log_id.index)
+    }
+
+    async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<u64, Status> {
+        let changing = self.cluster.raft.change_membership(change, false);
+        let written = tokio::time::timeout(MEMBERSHIP_DEADLINE, changing)
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "the membership change was not committed within {MEMBERSHIP_DEADLINE:?}; it may still complete"
+                ))
+            })?
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(written.log_id.index)
+    }
+}
+
+/// Carries the caller's bearer key on a call passed to the leader.
+fn pass_on<T>(metadata: &tonic::metadata::MetadataMap, message: T) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(key) = bearer(metadata)
+        && let Ok(value) = format!("Bearer {key}").parse()
+    {
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+#[tonic::async_trait]
+impl ClusterService for Membership {
+    async fn status(
+        &self,
+        request: Request<pb::ClusterStatusRequest>,
+    ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
+        self.caller(&request)?
+            .require_cluster(&[Role::Admin, Role::Operator])?;
+        if let Ok(Some((mut leader, _))) = self.leader_client().await
+            && let Ok(answer) = leader
+                .status(pass_on(request.metadata(), pb::ClusterStatusRequest {}))
+                .await
+        {
+            return Ok(answer);
+        }
+        let metrics = self.cluster.raft.metrics().borrow().clone();
+        let view = self.view();
+        let last_log = metrics.last_log_index.unwrap_or(0);
+        let matched: BTreeMap<NodeId, u64> = metrics
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .map(|(id, log)| (*id, log.map_or(0, |l| l.index)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let nodes = view
+            .nodes
+            .iter()
+            .map(|(id, node)| {
+                let applied = if *id == self.cluster.id {
+                    metrics.last_applied.map_or(0, |l| l.index)
+                } else {
+                    matched.get(id).copied().unwrap_or(0)
+                };
+                pb::NodeStatus {
+                    node_id: *id,
+                    grpc_addr: node.addr.clone(),
+                    applied_index: applied,
+                    lag: last_log.saturating_sub(applied),
+                    reachable: self.reachable(*id),
+                }
+            })
+            .collect();
+        let (_, voters, learners) = self.answer(0);
+        Ok(Response::new(pb::ClusterStatusResponse {
+            leader_id: metrics.current_leader,
+            term: metrics.current_term,
+            voters,
+            learners,
+            nodes,
+        }))
+    }
+
+    async fn add_learner(
+        &self,
+        request: Request<pb::AddLearnerRequest>,
+    ) -> Result<Response<pb::AddLearnerResponse>, Status> {
+        self.caller(&request)?
+            .require_cluster(&[Role::Admin, Role::Operator])?;
+        if let Some((mut leader, _)) = self.leader_client().await? {
+            let (metadata, _, message) = request.into_parts();
+            return leader.add_learner(pass_on(&metadata, message)).await;
+        }
+        let message = request.into_inner();
+        let index = self
+            .add_learner_here(message.node_id, message.grpc_addr)
+            .await?;
+        let (log_index, voters, learners) = self.answer(index);
+        Ok(Response::new(pb::AddLearnerResponse {
+            log_index,
+            voters,
+            learners,
+        }))
+    }
+
+    async fn promote(
+        &self,
+        request: Request<pb::PromoteRequest>,
+    ) -> Result<Response<pb::PromoteResponse>, Status> {
+        self.caller(&request)?
+            .require_cluster(&[Role::Admin, Role::Operator])?;
+        if let Some((mut leader, _)) = self.leader_client().await? {
+            let (metadata, _, message) = request.into_parts();
+            return leader.promote(pass_on(&metadata, message)).await;
+        }
+        let node = request.into_inner().node_id;
+        let _one = self.changing.lock().await;
+        let view = self.view();
+        if !view.nodes.contains_key(&node) {
+            return Err(Status::not_found(format!(
+                "node {node} is not a member: add it as a learner first"
+            )));
+        }
+        if view.voters.contains(&node) {
+            return Err(Status::already_exists(format!(
+                "node {node} is already a voter"
+            )));
+        }
+        let mut voters = view.voters.clone();
+        voters.insert(node);
+        self.check_quorum(&voters).await?;
+        let index = self
+            .change(ChangeMembers::AddVoterIds(BTreeSet::from([node])))
+            .await?;
+        let (log_index, voters, learners) = self.answer(index);
+        Ok(Response::new(pb::PromoteResponse {
+            log_index,
+            voters,
+            learners,
+        }))
+    }
+
+    async fn remove(
+        &self,
+        request: Request<pb::RemoveRequest>,
+    ) -> Result<Response<pb::RemoveResponse>, Status> {
+        self.caller(&request)?
+            .require_cluster(&[Role::Admin, Role::Operator])?;
+        if let Some((mut leader, _)) = self.leader_client().await? {
+            let (metadata, _, message) = request.into_parts();
+            return leader.remove(pass_on(&metadata, message)).await;
+        }
+        let node = request.into_inner().node_id;
+        let _one = self.changing.lock().await;
+        let view = self.view();
+        if !view.nodes.contains_key(&node) {
+            return Err(Status::not_found(format!("node {node} is not a member")));
+        }
+        let index = if view.voters.contains(&node) {
+            let mut voters = view.voters.clone();
+            voters.remove(&node);
+            if voters.is_empty() {
+                return Err(Status::failed_precondition(
+                    "refused: that would leave no voter",
+                ));
+            }
+            self.check_quorum(&voters).await?;
+            // Not retained as a learner: the node leaves the cluster.
+            self.change(ChangeMembers::RemoveVoters(BTreeSet::from([node])))
+                .await?
+        } else {
+            self.change(ChangeMembers::RemoveNodes(BTreeSet::from([node])))
+                .await?
+        };
+        let (log_index, voters, learners) = self.answer(index);
+        Ok(Response::new(pb::RemoveResponse {
+            log_index,
+            voters,
+            learners,
+        }))
+    }
+
+    async fn join(
+        &self,
+        request: Request<pb::JoinRequest>,
+    ) -> Result<Response<pb::JoinResponse>, Status> {
+        // The answer carries the peer secret: under peer-mtls only a node holding a certificate
+        // from the cluster's CA may ask.
+        self.cluster.peers.check_client(&request)?;
+        self.caller(&request)?
+            .require_cluster(&[Role::Admin, Role::Operator])?;
+        if let Some((mut leader, _)) = self.leader_client().await? {
+            let (metadata, _, message) = request.into_parts();
+            return leader.join(pass_on(&metadata, message)).await;
+        }
+        let message = request.into_inner();
+        let secret = self
+            .cluster
+            .peers
+            .secret()
+            .ok_or_else(|| Status::unavailable("this node holds no peer secret"))?;
+        let index = self
+            .add_learner_here(message.node_id, message.grpc_addr)
+            .await?;
+        let (log_index, voters, learners) = self.answer(index);
+        Ok(Response::new(pb::JoinResponse {
+            leader_id: self.cluster.id,
+            log_index,
+            voters,
+            learners,
+            peer_secret: secret,
+        }))
+    }
+}

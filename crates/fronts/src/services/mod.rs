@@ -1,0 +1,11 @@
+//! The node's gRPC services. Each authenticates its caller and checks the role it needs; errors
+//! become status codes in `status` only.
+
+pub mod approval;
+pub mod cluster;
+pub mod convert;
+pub mod gateway;
+pub mod raft;
+pub mod registry;
+pub mod snapshot;
+pub mod status;

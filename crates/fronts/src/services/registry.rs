@@ -1,0 +1,360 @@
+//! `RegistryService`: admins declare and read resources; members of a tenant ask how its skills
+//! resolve. Writes go through Raft from any node; reads answer from this node's copy.
+
+use super::convert::{self, page_after, page_token};
+use super::status::write_error;
+use gatehouse_audit::{self as audit, AuditLog, Entry};
+use gatehouse_cluster::cluster::Cluster;
+use gatehouse_gateway::auth::{Authenticator, Caller};
+use gatehouse_gateway::pipeline::audit::refusal_message;
+use gatehouse_proto::v1 as pb;
+use gatehouse_proto::v1::registry_service_server::RegistryService;
+use gatehouse_registry::cascade::Query;
+use gatehouse_registry::command::{Change, Response as Applied};
+use gatehouse_registry::redact;
+use gatehouse_registry::registry::Stored;
+use gatehouse_registry::resource::Role;
+use gatehouse_registry::{Command, Kind, ResourceKey};
+use tonic::{Request, Response, Status};
+
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1_000;
+
+#[derive(Debug, Clone)]
+pub struct Registry {
+    cluster: Cluster,
+    auth: Authenticator,
+    audit: AuditLog,
+}
+
+impl Registry {
+    pub fn new(cluster: Cluster, auth: Authenticator, audit: AuditLog) -> Self {
+        Registry {
+            cluster,
+            auth,
+            audit,
+        }
+    }
+
+    /// Audits an admin change, one entry per resource, durably before the answer.
+    async fn admin_change<'a>(
+        &self,
+        caller: &Caller,
+        decision: &str,
+        changes: impl IntoIterator<Item = (&'a ResourceKey, String)>,
+    ) -> Result<(), Status> {
+        let unavailable = |e: std::io::Error| Status::unavailable(refusal_message(&e));
+        for (key, outcome) in changes {
+            self.audit
+                .record(Entry {
+                    kind: audit::Kind::AdminChange,
+                    tenant: key.tenant.clone(),
+                    chain: vec![format!("admin:{}", caller.name)],
+                    target: Some(key.to_string()),
+                    decision: Some(decision.to_owned()),
+                    outcome,
+                    ..Entry::default()
+                })
+                .map_err(unavailable)?;
+        }
+        self.audit.flush().await.map_err(unavailable)
+    }
+
+    /// An audit log known to take no entry refuses an admin change before it is proposed.
+    fn audit_writable(&self) -> Result<(), Status> {
+        self.audit
+            .writable()
+            .map_err(|e| Status::unavailable(refusal_message(&e)))
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let registry = self.cluster.registry.read().expect("registry lock");
+        self.auth.authenticate_grpc(&registry, request.metadata())
+    }
+
+    async fn maybe_linearizable(&self, wanted: bool) -> Result<(), Status> {
+        if wanted {
+            self.cluster.linearizable().await.map_err(write_error)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a caller may read: cluster admins and operators everything; others their tenants'
+/// resources, the shared ones, and their own principal. Another tenant's resources do not exist
+/// for them.
+fn visible(caller: &Caller, key: &ResourceKey) -> bool {
+    if caller.cluster(Role::Admin) || caller.cluster(Role::Operator) {
+        return true;
+    }
+    match (key.kind, &key.tenant) {
+        (Kind::Principal, _) => key.name == caller.name,
+        (Kind::Tenant, _) => caller.member_of(&key.name),
+        (_, Some(tenant)) => caller.member_of(tenant),
+        (_, None) => !caller.spec.roles.is_empty(),
+    }
+}
+
+/// A tenant the caller holds no role in does not exist for it.
+fn require_member(caller: &Caller, tenant: &str) -> Result<(), Status> {
+    if caller.member_of(tenant) {
+        Ok(())
+    } else {
+        Err(Status::not_found(format!("tenant {tenant} does not exist")))
+    }
+}
+
+fn page_size(requested: u32) -> usize {
+    match requested as usize {
+        0 => DEFAULT_PAGE,
+        n => n.min(MAX_PAGE),
+    }
+}
+
+/// What a caller may change: a tenant's admin its tenant's resources; cluster admins the rest.
+fn writable(caller: &Caller, key: &ResourceKey) -> bool {
+    match key.kind {
+        Kind::Tenant | Kind::Principal => caller.cluster(Role::Admin),
+        _ => caller.admin_of(key.tenant.as_deref()),
+    }
+}
+
+/// A resource as `caller` reads it: an Upstream's URL keeps its secrets (a key in its query)
+/// only for those who may change it; its tenant's agents and approvers read it redacted.
+fn shown(caller: &Caller, stored: &Stored) -> pb::Resource {
+    let mut resource = convert::resource_to(stored);
+    if stored.resource.kind() == Kind::Upstream && !writable(caller, &stored.resource.key()) {
+        let mut spec: serde_json::Value =
+            serde_json::from_str(&resource.spec_json).unwrap_or_default();
+        if let Some(url) = spec.get_mut("url")
+            && let Some(text) = url.as_str()
+        {
+            *url = redact::url(text).into();
+            resource.spec_json = spec.to_string();
+        }
+    }
+    resource
+}
+
+fn forbid(caller: &Caller, key: &ResourceKey) -> Status {
+    // Tenants and principals are cluster-wide: refusing says nothing about any tenant.
+    let cluster_wide = matches!(key.kind, Kind::Tenant | Kind::Principal);
+    if cluster_wide || visible(caller, key) {
+        Status::permission_denied(format!("{} may not change {key}", caller.name))
+    } else {
+        Status::not_found(format!("{key} does not exist"))
+    }
+}
+
+#[tonic::async_trait]
+impl RegistryService for Registry {
+    async fn apply(
+        &self,
+        request: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let resources = request
+            .into_inner()
+            .resources
+            .into_iter()
+            .map(convert::resource_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        if resources.is_empty() {
+            return Err(Status::invalid_argument("no resources to apply"));
+        }
+        for r in &resources {
+            let key = r.key();
+            if !writable(&caller, &key) {
+                return Err(forbid(&caller, &key));
+            }
+        }
+        let keys: Vec<ResourceKey> = resources.iter().map(|r| r.key()).collect();
+        self.audit_writable()?;
+        let written = self.cluster.propose(Command::Put { resources }).await;
+        let outcome = |key: &ResourceKey| match &written {
+            Ok((Applied::Resources { changes }, _)) => changes
+                .iter()
+                .find(|c| &c.key == key)
+                .map_or("unchanged".to_owned(), |c| {
+                    format!("{:?}", c.change).to_lowercase()
+                }),
+            Ok(_) => "unknown".to_owned(),
+            Err(e) => format!("refused:{e}"),
+        };
+        self.admin_change(&caller, "put", keys.iter().map(|k| (k, outcome(k))))
+            .await?;
+        let (applied, log_index) = written.map_err(write_error)?;
+        let Applied::Resources { changes } = applied else {
+            return Err(Status::internal("a put answered with something else"));
+        };
+        let results = changes
+            .iter()
+            .map(|c| pb::ApplyResult {
+                key: Some(convert::key_to(&c.key)),
+                outcome: match c.change {
+                    Change::Created => pb::ApplyOutcome::Created,
+                    Change::Updated => pb::ApplyOutcome::Updated,
+                    Change::Unchanged | Change::Deleted => pb::ApplyOutcome::Unchanged,
+                } as i32,
+                generation: c.generation,
+            })
+            .collect();
+        Ok(Response::new(pb::ApplyResponse { results, log_index }))
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetResourceRequest>,
+    ) -> Result<Response<pb::GetResourceResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        let key = convert::key_from(request.key)?;
+        self.maybe_linearizable(request.linearizable).await?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        match registry.get(&key).filter(|_| visible(&caller, &key)) {
+            Some(stored) => Ok(Response::new(pb::GetResourceResponse {
+                resource: Some(shown(&caller, stored)),
+            })),
+            None => Err(Status::not_found(format!("{key} does not exist"))),
+        }
+    }
+
+    async fn list(
+        &self,
+        request: Request<pb::ListResourcesRequest>,
+    ) -> Result<Response<pb::ListResourcesResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        let kinds = if request.kind.is_empty() {
+            Kind::ALL.to_vec()
+        } else {
+            vec![convert::kind(&request.kind)?]
+        };
+        let after = page_after(&request.page_token)?;
+        let size = page_size(request.page_size);
+        self.maybe_linearizable(request.linearizable).await?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let tenant = request.tenant.as_deref().filter(|t| !t.is_empty());
+        let mut page = Vec::with_capacity(size);
+        let mut more = false;
+        for kind in kinds {
+            if after.as_ref().is_some_and(|a| a.kind > kind) {
+                continue;
+            }
+            let filter = tenant.map(Some);
+            for stored in registry.list(kind, filter, after.as_ref()) {
+                let key = stored.resource.key();
+                if !visible(&caller, &key) {
+                    continue;
+                }
+                if page.len() == size {
+                    more = true;
+                    break;
+                }
+                page.push(stored);
+            }
+            if more {
+                break;
+            }
+        }
+        let next_page_token = match (more, page.last()) {
+            (true, Some(last)) => page_token(&last.resource.key()),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListResourcesResponse {
+            resources: page.into_iter().map(|s| shown(&caller, s)).collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteResourceRequest>,
+    ) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let key = convert::key_from(request.into_inner().key)?;
+        if !writable(&caller, &key) {
+            return Err(forbid(&caller, &key));
+        }
+        let exists = self
+            .cluster
+            .registry
+            .read()
+            .expect("registry lock")
+            .get(&key)
+            .is_some();
+        if !exists {
+            return Ok(Response::new(pb::DeleteResourceResponse {
+                deleted: false,
+                log_index: 0,
+            }));
+        }
+        self.audit_writable()?;
+        let written = self
+            .cluster
+            .propose(Command::Delete {
+                keys: vec![key.clone()],
+            })
+            .await;
+        let outcome = match &written {
+            Ok(_) => "deleted".to_owned(),
+            Err(e) => format!("refused:{e}"),
+        };
+        self.admin_change(&caller, "delete", [(&key, outcome)])
+            .await?;
+        let (_, log_index) = written.map_err(write_error)?;
+        Ok(Response::new(pb::DeleteResourceResponse {
+            deleted: true,
+            log_index,
+        }))
+    }
+
+    async fn resolve_skills(
+        &self,
+        request: Request<pb::ResolveSkillsRequest>,
+    ) -> Result<Response<pb::ResolveSkillsResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        require_member(&caller, &request.tenant)?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let query = Query {
+            tenant: request.tenant,
+            tool: request.tool,
+            user: request.user,
+        };
+        let resolution = registry.resolve_skills(&query);
+        Ok(Response::new(convert::resolution_to(
+            &resolution,
+            registry.applied_index(),
+        )))
+    }
+
+    async fn resolve_skill_tools(
+        &self,
+        request: Request<pb::ResolveSkillToolsRequest>,
+    ) -> Result<Response<pb::ResolveSkillToolsResponse>, Status> {
+        let caller = self.caller(&request)?;
+        let request = request.into_inner();
+        require_member(&caller, &request.tenant)?;
+        let registry = self.cluster.registry.read().expect("registry lock");
+        let tools = registry
+            .resolve_skill_tools(&request.tenant, &request.skill)
+            .ok_or_else(|| Status::not_found(format!("skill {} does not exist", request.skill)))?;
+        let size = page_size(request.page_size);
+        let start = if request.page_token.is_empty() {
+            0
+        } else {
+            tools.partition_point(|t| t.tool <= request.page_token)
+        };
+        let page: Vec<_> = tools[start..].iter().take(size).collect();
+        let next_page_token = match page.last() {
+            Some(last) if start + page.len() < tools.len() => last.tool.clone(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ResolveSkillToolsResponse {
+            tools: page.into_iter().map(convert::resolved_tool_to).collect(),
+            next_page_token,
+            applied_index: registry.applied_index(),
+        }))
+    }
+}

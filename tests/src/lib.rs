@@ -276,7 +276,7 @@ impl TestCluster {
     pub fn wait_all_placed(&self, timeout: Duration) -> anyhow::Result<()> {
         self.wait_until("every tenant placed", timeout, |c| {
             c.running().into_iter().all(|id| {
-                let registry = c.node(id).cluster.registry.read().expect("registry lock");
+                let registry = c.node(id).cluster.registry.read();
                 registry.tenants().all(|t| registry.placement(t).is_some())
             })
         })
@@ -309,12 +309,7 @@ impl TestCluster {
     }
 
     pub fn digest(&self, id: u64) -> String {
-        self.handle(id)
-            .cluster
-            .registry
-            .read()
-            .expect("registry lock")
-            .digest()
+        self.handle(id).cluster.registry.read().digest()
     }
 
     /// Whether node `id` holds a tenant of that name.
@@ -324,13 +319,7 @@ impl TestCluster {
             tenant: None,
             name: name.to_owned(),
         };
-        self.handle(id)
-            .cluster
-            .registry
-            .read()
-            .expect("registry lock")
-            .get(&key)
-            .is_some()
+        self.handle(id).cluster.registry.read().get(&key).is_some()
     }
 
     pub fn wait_for_applied(&self, id: u64, index: u64, timeout: Duration) -> anyhow::Result<()> {

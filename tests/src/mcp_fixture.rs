@@ -75,7 +75,7 @@ impl McpFixture {
         let mut found = None;
         self.cluster
             .wait_until(&format!("a {state:?} call of {tool}"), SETTLE, |c| {
-                let registry = c.node(1).cluster.registry.read().expect("registry lock");
+                let registry = c.node(1).cluster.registry.read();
                 found = registry
                     .calls_of(ACME)
                     .find(|call| call.spec.tool == tool && call.state == state)
@@ -134,14 +134,7 @@ fn has_tool(cluster: &TestCluster, tenant: &str, name: &str) -> bool {
         tenant: Some(tenant.to_owned()),
         name: name.to_owned(),
     };
-    cluster
-        .node(1)
-        .cluster
-        .registry
-        .read()
-        .expect("registry lock")
-        .get(&key)
-        .is_some()
+    cluster.node(1).cluster.registry.read().get(&key).is_some()
 }
 
 fn principal(name: &str, key: &str, roles: serde_json::Value, user: Option<&str>) -> pb::Resource {

@@ -322,7 +322,6 @@ fn a_pending_task_is_cancelled_once_and_a_repeated_message_finds_its_task() -> a
         .cluster
         .registry
         .read()
-        .expect("registry lock")
         .calls_of(ACME)
         .filter(|c| c.state == CallState::Pending)
         .count();

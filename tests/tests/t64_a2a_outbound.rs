@@ -148,12 +148,7 @@ fn a_tool_of_an_a2a_upstream_runs_as_a_task_of_the_remote_agent() -> anyhow::Res
 
     // The delegation happened: back holds the call, made by partner-peer as its A2A peer,
     // under the message id the front's call gave it.
-    let registry = cluster
-        .node(1)
-        .cluster
-        .registry
-        .read()
-        .expect("registry lock");
+    let registry = cluster.node(1).cluster.registry.read();
     let delegated: Vec<_> = registry
         .calls_of(BACK)
         .filter(|c| c.spec.tool == "demo.echo")
@@ -188,12 +183,7 @@ fn a_task_the_remote_agent_rejects_fails_the_call_naming_the_state() -> anyhow::
     assert!(error.contains("partner"), "{error}");
 
     // Nothing ran in back.
-    let registry = cluster
-        .node(1)
-        .cluster
-        .registry
-        .read()
-        .expect("registry lock");
+    let registry = cluster.node(1).cluster.registry.read();
     assert_eq!(registry.calls_of(BACK).count(), 0);
     Ok(())
 }
@@ -216,12 +206,7 @@ fn a_remote_task_still_waiting_for_approval_at_the_timeout_is_cancelled() -> any
     assert!(error.contains("it was cancelled"), "{error}");
 
     // The remote call named in the error was cancelled, so no approval can run it now.
-    let registry = cluster
-        .node(1)
-        .cluster
-        .registry
-        .read()
-        .expect("registry lock");
+    let registry = cluster.node(1).cluster.registry.read();
     let waited: Vec<_> = registry
         .calls_of(BACK)
         .filter(|c| c.spec.tool == "demo.fail")

@@ -404,13 +404,7 @@ fn an_old_style_credential_is_not_used_to_list_an_mcp_upstream() -> anyhow::Resu
         mcp("z-plain", json!({})),
     ])?;
     let has_tools = |upstream: &str| {
-        let registry = fixture
-            .cluster
-            .node(1)
-            .cluster
-            .registry
-            .read()
-            .expect("registry lock");
+        let registry = fixture.cluster.node(1).cluster.registry.read();
         registry
             .tools_for("acme")
             .iter()

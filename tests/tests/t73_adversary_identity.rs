@@ -293,7 +293,7 @@ fn an_idempotency_key_cannot_fetch_another_tools_call() {
         "{}",
         refused.message()
     );
-    let registry = cluster.node(1).cluster.registry.read().unwrap();
+    let registry = cluster.node(1).cluster.registry.read();
     let calls: Vec<&str> = registry
         .calls_of(ACME)
         .map(|c| c.spec.tool.as_str())

@@ -298,7 +298,7 @@ fn a_planned_move_waits_for_the_old_homes_execution_then_moves_under_the_next_ep
             return false;
         };
         // Placement and call read together, from one applied state.
-        let registry = c.node(id).cluster.registry.read().expect("registry lock");
+        let registry = c.node(id).cluster.registry.read();
         let placement = registry.placement(ACME);
         let state = registry.call(&CallId(running.clone())).map(|r| r.state);
         let moved = placement.is_some_and(|p| p.home == newcomer);

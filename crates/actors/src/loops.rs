@@ -11,7 +11,7 @@ use gatehouse_registry::Command;
 use gatehouse_registry::call::{CallState, NodeId};
 use ractor::ActorRef;
 use std::collections::{BTreeSet, HashSet};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
 pub(crate) async fn listen(
@@ -45,10 +45,7 @@ fn route(shared: &Shared, supervisor: &ActorRef<SupervisorMsg>, applied: &Applie
     if tenants.is_empty() {
         return;
     }
-    let registry = shared
-        .registry
-        .read()
-        .unwrap_or_else(PoisonError::into_inner);
+    let registry = shared.registry.read();
     for tenant in tenants {
         let home = registry
             .placement(tenant)
@@ -77,10 +74,7 @@ fn placed<'a>(command: &'a Command, into: &mut BTreeSet<&'a str>) {
 /// Every tenant this node is home to that has unfinished calls gets a look: covers a restart,
 /// a lagging listener, and an installed snapshot, none of which come as events.
 fn sweep_homes(shared: &Shared, supervisor: &ActorRef<SupervisorMsg>) {
-    let registry = shared
-        .registry
-        .read()
-        .unwrap_or_else(PoisonError::into_inner);
+    let registry = shared.registry.read();
     let busy: HashSet<&str> = registry
         .unfinished_calls()
         .map(|c| c.spec.tenant.as_str())
@@ -167,10 +161,7 @@ fn voter_view(shared: &Shared, settled: bool) -> VoterView {
 /// The next step for every tenant that may need one: unplaced tenants, tenants with unfinished
 /// calls or a move under way, and every tenant when the voters or their reachability changed.
 fn placement_steps(shared: &Shared, view: &VoterView, changed: bool) -> Vec<Command> {
-    let registry = shared
-        .registry
-        .read()
-        .unwrap_or_else(PoisonError::into_inner);
+    let registry = shared.registry.read();
     let mut busy: HashSet<&str> = HashSet::new();
     let mut working: HashSet<&str> = HashSet::new();
     for call in registry.unfinished_calls() {

@@ -143,7 +143,7 @@ impl TenantHandle {
             tool: tool.to_owned(),
             user: user.map(str::to_owned),
         };
-        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        let registry = self.registry.read();
         self.cache.get_or_resolve(
             &query,
             registry.cascade_changed_at(&self.tenant),

@@ -10,8 +10,8 @@ use gatehouse_registry::cache::CascadeCache;
 use gatehouse_registry::call::{Call, CallId, CallState, Outcome};
 use gatehouse_registry::{Command, Response};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -125,10 +125,7 @@ impl TenantState {
     fn look(&mut self, myself: &ActorRef<TenantMsg>) {
         let shared = &self.shared;
         let (placement, calls) = {
-            let registry = shared
-                .registry
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let registry = shared.registry.read();
             let calls: Vec<Call> = registry
                 .calls_of(&self.tenant)
                 .filter(|c| !c.state.is_finished())
@@ -217,11 +214,7 @@ impl TenantState {
         if !unused || self.shared.work.executing_for(&self.tenant) {
             return false;
         }
-        let registry = self
-            .shared
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let registry = self.shared.registry.read();
         let home = registry
             .placement(&self.tenant)
             .is_some_and(|p| p.home == self.shared.node);
@@ -275,16 +268,9 @@ async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId
     }
     // What counts is the record this node applied, not the answer: a claim whose answer was lost
     // may still have committed, and one that committed is ours to run.
-    let record = shared
-        .registry
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .call(&call)
-        .cloned()
-        .filter(|r| {
-            r.state == CallState::Executing
-                && r.claim.as_ref().is_some_and(|c| c.claim_id == claim_id)
-        });
+    let record = shared.registry.read().call(&call).cloned().filter(|r| {
+        r.state == CallState::Executing && r.claim.as_ref().is_some_and(|c| c.claim_id == claim_id)
+    });
     let Some(record) = record else {
         shared.work.release(&claim_id);
         return;

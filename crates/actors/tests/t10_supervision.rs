@@ -12,7 +12,7 @@ use gatehouse_registry::call::{CallId, CallState, NodeId};
 use gatehouse_registry::plan::{CallRequest, plan_call};
 use gatehouse_registry::{Command, Proposal, Registry, Response, documents};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -147,7 +147,7 @@ struct Fixture {
 }
 
 async fn fixture(settings: ActorSettings) -> Fixture {
-    let registry: SharedRegistry = Arc::new(RwLock::new(Registry::new()));
+    let registry: SharedRegistry = SharedRegistry::new(Registry::new());
     let (events, _) = broadcast::channel(1024);
     let cluster = Arc::new(LocalCluster {
         registry: registry.clone(),
@@ -195,7 +195,7 @@ impl Fixture {
         let id = CallId::from_random(self.next.fetch_add(1, Ordering::Relaxed) as u128);
         let args = serde_json::json!({"table": "users"});
         let plan = {
-            let registry = self.cluster.registry.read().unwrap();
+            let registry = self.cluster.registry.read();
             plan_call(
                 &registry,
                 &CallRequest {
@@ -239,13 +239,7 @@ impl Fixture {
     }
 
     fn state(&self, id: &CallId) -> CallState {
-        self.cluster
-            .registry
-            .read()
-            .unwrap()
-            .call(id)
-            .unwrap()
-            .state
+        self.cluster.registry.read().call(id).unwrap().state
     }
 
     async fn wait_for(&self, what: &str, mut done: impl FnMut() -> bool) {
@@ -343,13 +337,7 @@ async fn an_idle_actor_passivates_unless_it_is_home_to_unfinished_calls() {
     })
     .await;
     f.wait_for("the leader's loop to place acme here", || {
-        f.cluster
-            .registry
-            .read()
-            .unwrap()
-            .placement("acme")
-            .map(|p| p.home)
-            == Some(NODE)
+        f.cluster.registry.read().placement("acme").map(|p| p.home) == Some(NODE)
     })
     .await;
     // A pending call keeps its home's actor alive however idle it is.
@@ -414,7 +402,7 @@ async fn the_leader_purges_finished_calls_after_the_retention() {
     })
     .await;
     f.wait_for("the finished call purged", || {
-        f.cluster.registry.read().unwrap().call(&id).is_none()
+        f.cluster.registry.read().call(&id).is_none()
     })
     .await;
     f.actors.stop(Duration::from_secs(1)).await;

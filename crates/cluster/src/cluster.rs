@@ -121,10 +121,7 @@ impl Cluster {
     pub async fn propose(&self, command: Command) -> Result<(Response, u64), WriteError> {
         command.validate()?;
         if Grants::concerns(&command) {
-            let registry = self
-                .registry
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let registry = self.registry.read();
             self.grants.check(&command, &registry)?;
         }
         let proposal = Proposal {

@@ -126,7 +126,7 @@ impl std::fmt::Debug for CallFeed {
 }
 
 fn read(registry: &SharedRegistry) -> RwLockReadGuard<'_, Registry> {
-    registry.read().unwrap_or_else(PoisonError::into_inner)
+    registry.read()
 }
 
 impl CallFeed {

@@ -9,7 +9,6 @@ use gatehouse_audit::{AuditLog, Entry, Kind};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_registry::call::NodeId;
 use gatehouse_registry::{CallId, Command, Response};
-use std::sync::PoisonError;
 use std::time::Duration;
 
 /// The cluster port of the tenant actors and the leader's loops. Commands that decide a call's
@@ -62,11 +61,7 @@ impl ClusterPort for AuditedPort {
     fn propose(&self, command: Command) -> BoxFuture<'static, Result<Response, ProposeError>> {
         let intent = home_decision(&command).map(|(call_id, decision)| {
             let chain = vec![format!("node:{}", self.cluster.id)];
-            let registry = self
-                .cluster
-                .registry
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
+            let registry = self.cluster.registry.read();
             let entry = match registry.call(call_id) {
                 Some(call) => audit::call_decision(call, chain, decision),
                 None => Entry {

@@ -19,7 +19,7 @@ use gatehouse_registry::resource::{
 use gatehouse_registry::{Command, Registry};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
@@ -140,7 +140,7 @@ fn upstreams_in(command: &Command, into: &mut BTreeSet<ResourceKey>) {
 }
 
 fn mcp_upstreams(registry: &SharedRegistry) -> Vec<ResourceKey> {
-    let registry = registry.read().unwrap_or_else(PoisonError::into_inner);
+    let registry = registry.read();
     registry
         .list(Kind::Upstream, None, None)
         .filter(
@@ -168,10 +168,7 @@ pub async fn discover(
     env: &dyn EnvSource,
     key: &ResourceKey,
 ) -> Result<Option<Duration>, DiscoveryError> {
-    let spec = upstream_spec(
-        &registry.read().unwrap_or_else(PoisonError::into_inner),
-        key,
-    );
+    let spec = upstream_spec(&registry.read(), key);
     let listed = match &spec {
         Some(spec) => {
             let url = spec.url.as_deref().ok_or_else(|| ExecError {
@@ -192,11 +189,7 @@ pub async fn discover(
         }
         None => Vec::new(),
     };
-    let commands = plan(
-        &registry.read().unwrap_or_else(PoisonError::into_inner),
-        key,
-        &listed,
-    );
+    let commands = plan(&registry.read(), key, &listed);
     for command in commands {
         port.propose(command).await?;
     }

@@ -382,10 +382,7 @@ impl NodeGauges {
 
 /// Pending calls per tenant, every tenant listed (0 when none waits).
 fn pending_by_tenant(cluster: &Cluster) -> BTreeMap<String, i64> {
-    let registry = cluster
-        .registry
-        .read()
-        .unwrap_or_else(PoisonError::into_inner);
+    let registry = cluster.registry.read();
     let mut pending: BTreeMap<String, i64> =
         registry.tenants().map(|t| (t.to_owned(), 0)).collect();
     for call in registry.unfinished_calls() {

@@ -122,7 +122,7 @@ impl Fixture {
         let deadline = tokio::time::Instant::now() + DEADLINE;
         loop {
             let placed = {
-                let registry = self.node.cluster.registry.read().unwrap();
+                let registry = self.node.cluster.registry.read();
                 ["acme", "globex"]
                     .iter()
                     .all(|t| registry.placement(t).is_some())

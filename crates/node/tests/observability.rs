@@ -321,7 +321,7 @@ async fn metrics_count_calls_by_outcome_and_show_pending_approvals_and_raft() {
 }
 
 async fn pending_call(node: &NodeHandle) -> String {
-    let registry = node.cluster.registry.read().unwrap();
+    let registry = node.cluster.registry.read();
     let mut pending = registry
         .calls_of("acme")
         .filter(|c| c.state == gatehouse_registry::CallState::Pending);

@@ -15,6 +15,7 @@ mod log_store;
 mod open;
 mod recovery;
 mod restore;
+mod shared_registry;
 mod snapshot;
 mod state_machine;
 
@@ -23,8 +24,9 @@ pub use log_reader::LogReader;
 pub use log_store::LogStore;
 pub use open::open;
 pub use restore::{Restored, restore};
+pub use shared_registry::SharedRegistry;
 pub use snapshot::SnapshotBuilder;
-pub use state_machine::{Applied, SharedRegistry, StateMachineStore};
+pub use state_machine::{Applied, StateMachineStore};
 
 use gatehouse_registry::{ApplyError, Proposal, Response};
 use std::io::Cursor;

@@ -7,7 +7,7 @@ use crate::codec::{blocking, cmd_key, encode};
 use crate::durable::Durable;
 use crate::recovery::{Recovered, recover};
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
-use crate::{ApplyResult, NodeId, StoreError, TypeConfig};
+use crate::{ApplyResult, NodeId, SharedRegistry, StoreError, TypeConfig};
 use gatehouse_registry::{Call, Proposal, Registry, Response};
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -16,7 +16,7 @@ use openraft::{
 };
 use std::fmt;
 use std::io::Cursor;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
 pub(crate) const APPLIED: &[u8] = b"applied";
@@ -24,9 +24,6 @@ pub(crate) const MEMBERSHIP: &[u8] = b"membership";
 
 /// How many applied entries a slow subscriber may fall behind before it lags.
 const EVENTS: usize = 1024;
-
-/// The registry as readers see it. Lock briefly, never across an await.
-pub type SharedRegistry = Arc<RwLock<Registry>>;
 
 /// One applied proposal, for watchers. A subscriber that lags, or sees the applied index jump
 /// past what it received (a snapshot was installed), re-reads the registry instead.
@@ -106,7 +103,7 @@ impl StateMachineStore {
         Ok(Self {
             state,
             snapshots,
-            registry: Arc::new(RwLock::new(registry)),
+            registry: SharedRegistry::new(registry),
             applied,
             membership,
             applied_tx,
@@ -218,11 +215,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
         // The copy is taken between two applies, so it is exactly the state at `self.applied`.
         // A poisoned lock means an apply panicked, and that apply already failed the node.
-        let registry = self
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let registry = self.registry.read().clone();
         SnapshotBuilder::new(
             registry,
             self.applied,

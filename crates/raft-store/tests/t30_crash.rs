@@ -313,7 +313,7 @@ fn recover(dir: &Path, acked: &BTreeSet<u64>) -> Recovered {
             .unwrap_or_else(|_| panic!("applied did not reach {last} within {PATIENCE:?}"))
             .expect("state machine still running");
         let tenants = {
-            let registry = registry.read().unwrap();
+            let registry = registry.read();
             let missing: Vec<_> = acked
                 .iter()
                 .filter(|n| !has_tenant(&registry, &format!("t{n}")))

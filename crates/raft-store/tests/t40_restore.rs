@@ -39,8 +39,8 @@ async fn a_restored_store_opens_as_a_one_voter_cluster_at_the_backups_index() {
         "127.0.0.1:7007"
     );
     let reopened = sm.registry();
-    assert!(has_tenant(&reopened.read().unwrap(), "acme"));
-    assert_eq!(reopened.read().unwrap().digest(), registry.digest());
+    assert!(has_tenant(&reopened.read(), "acme"));
+    assert_eq!(reopened.read().digest(), registry.digest());
     // The stored snapshot is the restored state, so a learner gets it whole.
     let snapshot = sm.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(snapshot.meta.last_log_id, Some(applied));

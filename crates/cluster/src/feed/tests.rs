@@ -7,7 +7,6 @@ use gatehouse_registry::{
     ApprovalMode, CallState, Command, NewCall, Proposal, Response, documents,
 };
 use std::pin::Pin;
-use std::sync::RwLock;
 
 const FIXTURE: &str = r#"
 apiVersion: gatehouse.dev/v1
@@ -41,7 +40,7 @@ impl Log {
     fn new(capacity: usize) -> Self {
         let (events, _) = broadcast::channel(capacity);
         let mut log = Log {
-            registry: Arc::new(RwLock::new(Registry::new())),
+            registry: SharedRegistry::new(Registry::new()),
             events,
             index: 0,
             calls: 0,
@@ -136,7 +135,6 @@ impl Log {
         let hash = self
             .registry
             .read()
-            .unwrap()
             .call(id)
             .unwrap()
             .spec

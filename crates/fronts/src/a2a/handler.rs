@@ -15,8 +15,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use gatehouse_gateway::auth::{Caller, TENANT_HEADER, agent_tenant, bearer_credential};
 use gatehouse_gateway::pipeline::{CallInput, Envelope, ErrorCode, GatewayError, Pipeline};
-use gatehouse_registry::{CallId, CallState};
-use std::sync::PoisonError;
+use gatehouse_registry::CallState;
 use tokio_util::sync::CancellationToken;
 
 /// The protocol major version this front speaks.
@@ -107,16 +106,11 @@ impl Front {
 
     /// A task the caller delegated. Another peer's task and no task at all read the same.
     fn own_task(&self, caller: &Caller, id: &str) -> Result<Envelope, A2AError> {
-        let registry = self
-            .pipeline
-            .cluster()
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        registry
-            .call(&CallId(id.to_owned()))
+        self.pipeline
+            .own_call(caller, id)
+            .ok()
             .filter(|c| delegated_by(c, caller))
-            .map(Envelope::of_record)
+            .map(|c| Envelope::of_record(&c))
             .ok_or_else(|| A2AError::task_not_found(id))
     }
 
@@ -176,7 +170,7 @@ fn follow(
 ) -> BoxStream<'static, Result<StreamResponse, A2AError>> {
     let (events, mut receiver) = tokio::sync::mpsc::channel(16);
     tokio::spawn(async move {
-        let mut applied = pipeline.cluster().applied.clone();
+        let mut applied = pipeline.applied();
         let mut last = first;
         if events
             .send(Ok(StreamResponse::Task(task_of(&last))))
@@ -313,31 +307,24 @@ impl RequestHandler for Front {
         let after_ms = req
             .status_timestamp_after
             .map(|t| u64::try_from(t.timestamp_millis()).unwrap_or(0));
-        let mut tasks: Vec<Envelope> = {
-            let registry = self
-                .pipeline
-                .cluster()
-                .registry
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            registry
-                .calls_of(&tenant)
-                .filter(|c| delegated_by(c, &caller))
-                .filter(|c| {
-                    req.context_id
+        let mut tasks: Vec<Envelope> = self
+            .pipeline
+            .own_calls(&caller, &tenant, |c| {
+                delegated_by(c, &caller)
+                    && req
+                        .context_id
                         .as_deref()
                         .is_none_or(|ctx| c.spec.context_id.as_deref() == Some(ctx))
-                })
-                .filter(|c| {
-                    req.status
+                    && req
+                        .status
                         .as_ref()
                         .filter(|s| **s != TaskState::Unspecified)
                         .is_none_or(|s| super::task::state_of(c.state) == *s)
-                })
-                .filter(|c| after_ms.is_none_or(|after| c.updated_at > after))
-                .map(Envelope::of_record)
-                .collect()
-        };
+                    && after_ms.is_none_or(|after| c.updated_at > after)
+            })
+            .iter()
+            .map(Envelope::of_record)
+            .collect();
         // Most recently changed first, then by id so that pages are stable.
         tasks.sort_by(|a, b| {
             b.updated_at_ms

@@ -7,10 +7,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gatehouse_gateway::pipeline::Pipeline;
 use gatehouse_registry::canonical::sha256_hex;
-use gatehouse_registry::resource::{ToolSpec, UpstreamKind};
+use gatehouse_registry::resource::ToolSpec;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use std::borrow::Cow;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 /// Tools per `tools/list` page.
 pub const PAGE_SIZE: usize = 100;
@@ -23,19 +23,12 @@ pub fn listing(pipeline: &Pipeline, agent: &Agent) -> Vec<Tool> {
     if let Some(tenant) = agent.tenant.as_deref() {
         let visible = pipeline.visible_tools(&agent.caller, tenant);
         toolsets = pipeline.toolsets(&agent.caller, tenant);
-        let registry = pipeline
-            .cluster()
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
         tools = visible
             .into_iter()
             .filter(|(name, _)| !is_gateway_tool(name))
             .map(|(name, spec)| {
                 let upstream = name.split_once('.').map_or(name.as_str(), |(u, _)| u);
-                let trusted = registry
-                    .upstream(tenant, upstream)
-                    .is_some_and(|u| u.trusted || u.kind == UpstreamKind::Builtin);
+                let trusted = pipeline.upstream_trusted(tenant, upstream);
                 to_mcp(name, &spec, trusted)
             })
             .collect();

@@ -188,7 +188,7 @@ impl Handler {
         }
         let front = self.front.clone();
         let listing = move || catalog::digest(&catalog::listing(&front.pipeline, &agent));
-        let mut applied = self.front.pipeline.cluster().applied.clone();
+        let mut applied = self.front.pipeline.applied();
         let stop = self.front.stop.clone();
         // The list as the session starts, taken before anything it does can change it.
         let mut seen = listing();

@@ -12,11 +12,11 @@ use super::guard::Agent;
 use super::render::{self, rfc3339};
 use gatehouse_cluster::cluster::now_ms;
 use gatehouse_gateway::pipeline::Envelope;
-use gatehouse_registry::{CallId, CallState};
+use gatehouse_registry::CallState;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{DetailedTask, JsonObject, Task, TaskPayload, TaskStatus};
 use serde_json::{Value, json};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 /// How often a client should poll `tasks/get`.
 const POLL_INTERVAL_MS: u64 = 1_000;
@@ -108,15 +108,10 @@ pub fn envelope_json(envelope: &Envelope) -> Value {
 
 fn base(front: &Arc<Front>, envelope: &Envelope, status: TaskStatus) -> Task {
     let (created, updated) = {
-        let registry = front
+        front
             .pipeline
-            .cluster()
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        registry
-            .call(&CallId(envelope.call_id.clone()))
-            .map_or_else(|| (now_ms(), now_ms()), |c| (c.created_at, c.updated_at))
+            .call_times(&envelope.call_id)
+            .unwrap_or_else(|| (now_ms(), now_ms()))
     };
     let mut task = Task::new(
         envelope.call_id.clone(),

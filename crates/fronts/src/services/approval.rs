@@ -45,7 +45,7 @@ impl Approvals {
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         self.auth.authenticate_grpc(&registry, request.metadata())
     }
 
@@ -54,7 +54,7 @@ impl Approvals {
         if id.is_empty() {
             return Err(Status::invalid_argument("call_id is required"));
         }
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         match registry.call(&CallId(id.to_owned())) {
             Some(call) if caller.member_of(&call.spec.tenant) => Ok(call.clone()),
             _ => Err(apply_error(&ApplyError::NotFound {
@@ -69,12 +69,7 @@ impl Approvals {
         if tenant.is_empty() {
             return Err(Status::invalid_argument("tenant is required"));
         }
-        let exists = self
-            .cluster
-            .registry
-            .read()
-            .expect("registry lock")
-            .tenant_exists(tenant);
+        let exists = self.cluster.registry.read().tenant_exists(tenant);
         if !exists || !caller.member_of(tenant) {
             return Err(Status::not_found(format!("tenant {tenant} does not exist")));
         }
@@ -150,7 +145,7 @@ impl Approvals {
         };
         tracing::Span::current().record("outcome", outcome.as_str());
         let (_, log_index) = written.map_err(write_error)?;
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         match registry.call(&call_id) {
             Some(call) => Ok((call_record_to(call), log_index)),
             None => Err(Status::internal(format!(
@@ -182,7 +177,7 @@ fn require_reviewer(caller: &Caller, tenant: &str) -> Result<(), Status> {
 
 /// Whether the principal, as the registry has it now, may still watch the tenant's calls.
 fn still_reviewer(registry: &SharedRegistry, name: &str, tenant: &str) -> bool {
-    let registry = registry.read().expect("registry lock");
+    let registry = registry.read();
     registry
         .principal(name)
         .is_some_and(|p| p.has_cluster_role(Role::Admin) || p.has_role(tenant, Role::Approver))
@@ -257,7 +252,7 @@ impl ApprovalService for Approvals {
         let state = convert::call_state_from(request.state)?;
         let mode = convert::approval_mode_from(request.mode)?;
         let size = page_size(request.page_size);
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         let mut matching = registry
             .calls_of(&request.tenant)
             .skip_while(|c| c.spec.id.0 <= request.page_token)

@@ -48,7 +48,7 @@ impl Membership {
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         self.auth.authenticate_grpc(&registry, request.metadata())
     }
 

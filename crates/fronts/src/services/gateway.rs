@@ -7,9 +7,7 @@ use gatehouse_gateway::pipeline::{CallInput, Envelope, GatewayError, Pipeline};
 use gatehouse_gateway::telemetry;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_server::GatewayService;
-use gatehouse_registry::CallId;
 use serde_json::Value;
-use std::sync::PoisonError;
 use tonic::{Request, Response, Status};
 
 #[derive(Debug, Clone)]
@@ -23,15 +21,7 @@ impl Gateway {
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        let registry = self
-            .pipeline
-            .cluster()
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        self.pipeline
-            .authenticator()
-            .authenticate_grpc(&registry, request.metadata())
+        self.pipeline.authenticate_grpc(request.metadata())
     }
 }
 
@@ -75,22 +65,13 @@ impl GatewayService for Gateway {
     ) -> Result<Response<pb::GetCallResponse>, Status> {
         let caller = self.caller(&request)?;
         let id = request.into_inner().call_id;
-        let envelope = self
+        let call = self
             .pipeline
-            .status(&caller, &id)
+            .own_call(&caller, &id)
             .map_err(|e: GatewayError| e.to_status())?;
-        let registry = self
-            .pipeline
-            .cluster()
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let call = registry
-            .call(&CallId(id.clone()))
-            .ok_or_else(|| Status::not_found(format!("call {id} not found")))?;
         Ok(Response::new(pb::GetCallResponse {
-            envelope: Some(envelope_to(&envelope)),
-            call: Some(call_record_to(call)),
+            envelope: Some(envelope_to(&Envelope::of_record(&call))),
+            call: Some(call_record_to(&call)),
         }))
     }
 }
@@ -131,7 +112,7 @@ mod tests {
     use gatehouse_registry::call::PrincipalChain;
     use gatehouse_registry::call::Verdict;
     use gatehouse_registry::{ApprovalMode, Outcome};
-    use gatehouse_registry::{Call, CallState, NewCall};
+    use gatehouse_registry::{Call, CallId, CallState, NewCall};
 
     fn new_call() -> NewCall {
         NewCall {

@@ -68,7 +68,7 @@ impl Registry {
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         self.auth.authenticate_grpc(&registry, request.metadata())
     }
 
@@ -210,7 +210,7 @@ impl RegistryService for Registry {
         let request = request.into_inner();
         let key = convert::key_from(request.key)?;
         self.maybe_linearizable(request.linearizable).await?;
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         match registry.get(&key).filter(|_| visible(&caller, &key)) {
             Some(stored) => Ok(Response::new(pb::GetResourceResponse {
                 resource: Some(shown(&caller, stored)),
@@ -233,7 +233,7 @@ impl RegistryService for Registry {
         let after = page_after(&request.page_token)?;
         let size = page_size(request.page_size);
         self.maybe_linearizable(request.linearizable).await?;
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         let tenant = request.tenant.as_deref().filter(|t| !t.is_empty());
         let mut page = Vec::with_capacity(size);
         let mut more = false;
@@ -276,13 +276,7 @@ impl RegistryService for Registry {
         if !writable(&caller, &key) {
             return Err(forbid(&caller, &key));
         }
-        let exists = self
-            .cluster
-            .registry
-            .read()
-            .expect("registry lock")
-            .get(&key)
-            .is_some();
+        let exists = self.cluster.registry.read().get(&key).is_some();
         if !exists {
             return Ok(Response::new(pb::DeleteResourceResponse {
                 deleted: false,
@@ -316,7 +310,7 @@ impl RegistryService for Registry {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         require_member(&caller, &request.tenant)?;
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         let query = Query {
             tenant: request.tenant,
             tool: request.tool,
@@ -336,7 +330,7 @@ impl RegistryService for Registry {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         require_member(&caller, &request.tenant)?;
-        let registry = self.cluster.registry.read().expect("registry lock");
+        let registry = self.cluster.registry.read();
         let tools = registry
             .resolve_skill_tools(&request.tenant, &request.skill)
             .ok_or_else(|| Status::not_found(format!("skill {} does not exist", request.skill)))?;

@@ -7,7 +7,7 @@ use gatehouse_registry::call::NodeId;
 use gatehouse_registry::{Proposal, Response, documents};
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
 
 /// A one-node cluster without Raft: each proposal is validated and applied at the next index.
 struct Local {
@@ -70,7 +70,7 @@ fn cluster(yaml: &str) -> Local {
         )
         .expect("the test registry applies");
     Local {
-        registry: Arc::new(RwLock::new(registry)),
+        registry: SharedRegistry::new(registry),
         proposed: Mutex::default(),
     }
 }
@@ -90,13 +90,7 @@ fn stored_tool(local: &Local, tenant: Option<&str>, name: &str) -> Option<Object
         tenant: tenant.map(str::to_owned),
         name: name.into(),
     };
-    match local
-        .registry
-        .read()
-        .unwrap()
-        .get(&key)
-        .map(|s| s.resource.clone())
-    {
+    match local.registry.read().get(&key).map(|s| s.resource.clone()) {
         Some(Resource::Tool(tool)) => Some(tool),
         _ => None,
     }

@@ -34,7 +34,7 @@ use gatehouse_registry::resource::{
 pub use resilience::BreakerState;
 use resilience::{Breakers, Plan};
 use serde_json::Value;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use tracing::Instrument;
 
 /// Where credentials named `env` come from. The process environment in production; a map in
@@ -128,7 +128,7 @@ impl NodeExecutor {
         upstream: &str,
         tool: &str,
     ) -> Option<(String, UpstreamSpec, Option<HttpBinding>)> {
-        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        let registry = self.registry.read();
         let spec = registry.upstream(tenant, upstream)?.clone();
         let own = ResourceKey {
             kind: Kind::Upstream,

@@ -8,7 +8,7 @@ use gatehouse_registry::{Command, Proposal, Registry, documents};
 use serde_json::json;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub(super) fn registry(yaml: &str) -> SharedRegistry {
@@ -33,7 +33,7 @@ pub(super) fn registry(yaml: &str) -> SharedRegistry {
     registry
         .apply(1, &proposal)
         .expect("the test registry applies");
-    Arc::new(RwLock::new(registry))
+    SharedRegistry::new(registry)
 }
 
 /// acme's grants: every built-in tool, and the credentials the tests name.

@@ -17,7 +17,6 @@ use gatehouse_registry::canonical::{canonical_json, sha256_hex};
 use gatehouse_registry::{Call, CallId, Command, NewCall, Response};
 use std::future::Future;
 use std::io;
-use std::sync::PoisonError;
 
 /// The outcome of a record written before its action.
 pub const REQUESTED: &str = "requested";
@@ -68,7 +67,6 @@ pub async fn propose_written_ahead(
 pub fn call_state_now(registry: &SharedRegistry, call_id: &CallId) -> String {
     registry
         .read()
-        .unwrap_or_else(PoisonError::into_inner)
         .call(call_id)
         .map_or_else(|| "gone".to_owned(), |c| c.state.to_string())
 }

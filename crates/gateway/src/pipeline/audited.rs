@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use gatehouse_actors::{ExecError, Execution, Executor, ToolOutput};
 use gatehouse_audit::AuditLog;
 use gatehouse_raft_store::SharedRegistry;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 pub struct Audited {
     inner: Arc<dyn Executor>,
@@ -39,7 +39,7 @@ impl Audited {
 impl Executor for Audited {
     fn execute(&self, execution: Execution) -> BoxFuture<'static, Result<ToolOutput, ExecError>> {
         let start = {
-            let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+            let registry = self.registry.read();
             let spec = registry.call(&execution.call_id).map(|c| &c.spec);
             execution_entry(&execution, spec)
         };

@@ -11,12 +11,13 @@ pub mod audit;
 mod audited;
 mod envelope;
 mod error;
+mod reads;
 
 pub use audited::Audited;
 pub use envelope::{Envelope, trace_id};
 pub use error::{ErrorCode, GatewayError};
 
-use crate::auth::{AuthError, Authenticator, Caller};
+use crate::auth::{Authenticator, Caller};
 use crate::budget::{Budgets, RetryAfter};
 use crate::metrics::{self, Metrics};
 use crate::telemetry::{self, TraceParent};
@@ -24,13 +25,12 @@ use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_cluster::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, Validators, plan_call_with};
-use gatehouse_registry::resource::ToolSpec;
 use gatehouse_registry::{
-    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied, ToolsetInfo,
+    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied,
 };
 use serde_json::Value;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -149,33 +149,9 @@ impl Pipeline {
             .map_err(|e| audit::unavailable(&e))
     }
 
-    pub fn cluster(&self) -> &Cluster {
-        &self.cluster
-    }
-
     /// Who may call: API keys and the configured JWT issuers, for every front.
     pub fn authenticator(&self) -> &Authenticator {
         &self.authenticator
-    }
-
-    /// Authenticates a bearer token (an API key or a JWT), wherever it came from.
-    pub fn authenticate_bearer(&self, token: Option<&str>) -> Result<Caller, AuthError> {
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        self.authenticator.authenticate_bearer(&registry, token)
-    }
-
-    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
-    pub fn authenticate_http(&self, headers: &http::HeaderMap) -> Result<Caller, AuthError> {
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        self.authenticator.authenticate_http(&registry, headers)
     }
 
     /// Runs a call through the pipeline. A call that must wait for approval answers at once
@@ -379,11 +355,7 @@ impl Pipeline {
             None => CallId::from_random(trace.trace_id),
             Some(_) => CallId::from_random(rand::random::<u128>().max(1)),
         };
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let registry = self.cluster.registry.read();
         plan_call_with(
             &registry,
             &CallRequest {
@@ -406,21 +378,6 @@ impl Pipeline {
             plan
         })
         .map_err(|e| GatewayError::from(&e))
-    }
-
-    /// A call of the caller's own chain (the agent, or the A2A peer that delegated it), as
-    /// this node's registry has it. Someone else's call and no call at all read the same.
-    pub fn status(&self, caller: &Caller, call_id: &str) -> Result<Envelope, GatewayError> {
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        registry
-            .call(&CallId(call_id.to_owned()))
-            .filter(|c| c.spec.chain.owned_by(caller.owner()))
-            .map(Envelope::of_record)
-            .ok_or_else(|| GatewayError::not_found(format!("call {call_id} not found")))
     }
 
     /// Follows a call until it is final or `within` has passed, and answers with its envelope
@@ -480,30 +437,6 @@ impl Pipeline {
             other => other.into(),
         })?;
         self.status(caller, call_id)
-    }
-
-    /// The tools the caller sees in `tenant`, in name order (see `Registry::visible_tools`).
-    pub fn visible_tools(&self, caller: &Caller, tenant: &str) -> Vec<(String, ToolSpec)> {
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        registry
-            .visible_tools_for(tenant, caller.owner())
-            .into_iter()
-            .map(|(name, spec)| (name.to_owned(), spec.clone()))
-            .collect()
-    }
-
-    /// The toolsets the caller may load in `tenant`.
-    pub fn toolsets(&self, caller: &Caller, tenant: &str) -> Vec<ToolsetInfo> {
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        registry.toolsets(tenant, &caller.name)
     }
 
     /// Widens what the caller sees by a toolset, for good: the choice is kept in the registry,
@@ -598,11 +531,7 @@ impl Pipeline {
                 )));
             }
         };
-        let registry = self
-            .cluster
-            .registry
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let registry = self.cluster.registry.read();
         Ok(match registry.call(&id) {
             Some(record) => Envelope::of_record(record),
             // Committed but not yet applied here: what the proposal answered is all we know.

@@ -1,0 +1,104 @@
+//! What the fronts read of this node's registry, through the pipeline rather than the
+//! registry itself: who is calling, the caller's own calls, the tools it sees. Each read takes
+//! the registry's lock once, briefly (`SharedRegistry::read`), and hands back owned values.
+
+use super::{Envelope, GatewayError, Pipeline};
+use crate::auth::{AuthError, Caller};
+use gatehouse_registry::ToolsetInfo;
+use gatehouse_registry::resource::{ToolSpec, UpstreamKind};
+use gatehouse_registry::{Call, CallId};
+use tokio::sync::watch;
+use tonic::Status;
+
+impl Pipeline {
+    /// Authenticates a bearer token (an API key or a JWT), wherever it came from.
+    pub fn authenticate_bearer(&self, token: Option<&str>) -> Result<Caller, AuthError> {
+        let registry = self.cluster.registry.read();
+        self.authenticator.authenticate_bearer(&registry, token)
+    }
+
+    /// Authenticates a gRPC request by its bearer API key or JWT.
+    pub fn authenticate_grpc(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+    ) -> Result<Caller, Status> {
+        let registry = self.cluster.registry.read();
+        self.authenticator.authenticate_grpc(&registry, metadata)
+    }
+
+    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
+    pub fn authenticate_http(&self, headers: &http::HeaderMap) -> Result<Caller, AuthError> {
+        let registry = self.cluster.registry.read();
+        self.authenticator.authenticate_http(&registry, headers)
+    }
+
+    /// A call of the caller's own chain (the agent, or the A2A peer that delegated it), as
+    /// this node's registry has it. Someone else's call and no call at all read the same.
+    pub fn status(&self, caller: &Caller, call_id: &str) -> Result<Envelope, GatewayError> {
+        self.own_call(caller, call_id)
+            .map(|call| Envelope::of_record(&call))
+    }
+
+    /// The tools the caller sees in `tenant`, in name order (see `Registry::visible_tools`).
+    pub fn visible_tools(&self, caller: &Caller, tenant: &str) -> Vec<(String, ToolSpec)> {
+        let registry = self.cluster.registry.read();
+        registry
+            .visible_tools_for(tenant, caller.owner())
+            .into_iter()
+            .map(|(name, spec)| (name.to_owned(), spec.clone()))
+            .collect()
+    }
+
+    /// The toolsets the caller may load in `tenant`.
+    pub fn toolsets(&self, caller: &Caller, tenant: &str) -> Vec<ToolsetInfo> {
+        let registry = self.cluster.registry.read();
+        registry.toolsets(tenant, &caller.name)
+    }
+
+    /// The caller's own call, whole (see [`Pipeline::status`]).
+    pub fn own_call(&self, caller: &Caller, call_id: &str) -> Result<Call, GatewayError> {
+        let registry = self.cluster.registry.read();
+        registry
+            .call(&CallId(call_id.to_owned()))
+            .filter(|c| c.spec.chain.owned_by(caller.owner()))
+            .cloned()
+            .ok_or_else(|| GatewayError::not_found(format!("call {call_id} not found")))
+    }
+
+    /// The calls of `tenant` in the caller's own chain that `keep` accepts.
+    pub fn own_calls(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        keep: impl Fn(&Call) -> bool,
+    ) -> Vec<Call> {
+        let registry = self.cluster.registry.read();
+        registry
+            .calls_of(tenant)
+            .filter(|c| c.spec.chain.owned_by(caller.owner()) && keep(c))
+            .cloned()
+            .collect()
+    }
+
+    /// When a call was created and last changed (unix ms), if this node has it.
+    pub fn call_times(&self, call_id: &str) -> Option<(u64, u64)> {
+        let registry = self.cluster.registry.read();
+        registry
+            .call(&CallId(call_id.to_owned()))
+            .map(|c| (c.created_at, c.updated_at))
+    }
+
+    /// Whether the tools of `tenant`'s upstream `name` come from a source whose annotations
+    /// are believed: a trusted upstream, or the gateway's own built-in tools.
+    pub fn upstream_trusted(&self, tenant: &str, name: &str) -> bool {
+        let registry = self.cluster.registry.read();
+        registry
+            .upstream(tenant, name)
+            .is_some_and(|u| u.trusted || u.kind == UpstreamKind::Builtin)
+    }
+
+    /// The index this node has applied, to wait on for changes.
+    pub fn applied(&self) -> watch::Receiver<u64> {
+        self.cluster.applied.clone()
+    }
+}

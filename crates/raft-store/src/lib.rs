@@ -10,6 +10,7 @@
 mod codec;
 mod durable;
 mod error;
+mod keys;
 mod log_reader;
 mod log_store;
 mod open;

@@ -3,8 +3,9 @@
 //! log id and membership, so data and index never come apart. The batch is not flushed: the
 //! Raft log is, and openraft re-applies from it whatever a crash lost here.
 
-use crate::codec::{blocking, cmd_key, encode};
+use crate::codec::{blocking, encode};
 use crate::durable::Durable;
+use crate::keys::{APPLIED, MEMBERSHIP, cmd_key};
 use crate::recovery::{Recovered, recover};
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
 use crate::{ApplyResult, NodeId, StoreError, TypeConfig};
@@ -18,9 +19,6 @@ use std::fmt;
 use std::io::Cursor;
 use std::sync::{Arc, PoisonError, RwLock};
 use tokio::sync::{broadcast, watch};
-
-pub(crate) const APPLIED: &[u8] = b"applied";
-pub(crate) const MEMBERSHIP: &[u8] = b"membership";
 
 /// How many applied entries a slow subscriber may fall behind before it lags.
 const EVENTS: usize = 1024;

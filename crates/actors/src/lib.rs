@@ -21,7 +21,7 @@ pub use shared::{ActorSettings, TenantHandle, now_ms, outcome_of};
 pub use supervisor::Health;
 pub use tenant::TenantMsg;
 
-use gatehouse_raft_store::{Applied, SharedRegistry};
+use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use ractor::{Actor, ActorRef};
 use shared::{Faults, Shared};
 use std::collections::HashMap;
@@ -70,7 +70,7 @@ impl Actors {
     pub async fn start(
         settings: ActorSettings,
         registry: SharedRegistry,
-        events: broadcast::Receiver<Applied>,
+        events: broadcast::Receiver<AppliedEntry>,
         cluster: Arc<dyn ClusterPort>,
         executor: Arc<dyn Executor>,
     ) -> Result<Actors, ActorsError> {

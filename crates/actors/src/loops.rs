@@ -6,7 +6,7 @@
 use crate::placement::{TenantView, next_step};
 use crate::shared::{Shared, now_ms};
 use crate::supervisor::SupervisorMsg;
-use gatehouse_raft_store::Applied;
+use gatehouse_raft_store::AppliedEntry;
 use gatehouse_registry::Command;
 use gatehouse_registry::call::{CallState, NodeId};
 use ractor::ActorRef;
@@ -17,7 +17,7 @@ use tokio::sync::{broadcast, watch};
 pub(crate) async fn listen(
     shared: Arc<Shared>,
     supervisor: ActorRef<SupervisorMsg>,
-    mut events: broadcast::Receiver<Applied>,
+    mut events: broadcast::Receiver<AppliedEntry>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut sweep = tokio::time::interval(shared.settings.review_every);
@@ -35,7 +35,7 @@ pub(crate) async fn listen(
 }
 
 /// The tenants an applied entry concerns: those of the calls it changed and those it placed.
-fn route(shared: &Shared, supervisor: &ActorRef<SupervisorMsg>, applied: &Applied) {
+fn route(shared: &Shared, supervisor: &ActorRef<SupervisorMsg>, applied: &AppliedEntry) {
     let mut tenants: BTreeSet<&str> = applied
         .calls
         .iter()

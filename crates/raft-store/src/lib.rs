@@ -25,7 +25,7 @@ pub use log_store::LogStore;
 pub use open::open;
 pub use restore::{Restored, restore};
 pub use snapshot::SnapshotBuilder;
-pub use state_machine::{Applied, SharedRegistry, StateMachineStore};
+pub use state_machine::{AppliedEntry, SharedRegistry, StateMachineStore};
 
 use gatehouse_registry::{ApplyError, Proposal, Response};
 use std::io::Cursor;

@@ -29,7 +29,7 @@ pub type SharedRegistry = Arc<RwLock<Registry>>;
 /// One applied proposal, for watchers. A subscriber that lags, or sees the applied index jump
 /// past what it received (a snapshot was installed), re-reads the registry instead.
 #[derive(Debug, Clone)]
-pub struct Applied {
+pub struct AppliedEntry {
     pub index: u64,
     pub proposal: Arc<Proposal>,
     pub result: ApplyResult,
@@ -67,7 +67,7 @@ pub struct StateMachineStore {
     applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     applied_tx: watch::Sender<u64>,
-    events: broadcast::Sender<Applied>,
+    events: broadcast::Sender<AppliedEntry>,
 }
 
 impl fmt::Debug for StateMachineStore {
@@ -123,7 +123,7 @@ impl StateMachineStore {
     }
 
     /// Every applied proposal from now on, with its result.
-    pub fn subscribe(&self) -> broadcast::Receiver<Applied> {
+    pub fn subscribe(&self) -> broadcast::Receiver<AppliedEntry> {
         self.events.subscribe()
     }
 }
@@ -174,7 +174,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                         let result = registry.apply(index, &proposal);
                         let mut calls = Vec::new();
                         touched_calls(&registry, &result, &mut calls);
-                        applied.push(Applied {
+                        applied.push(AppliedEntry {
                             index,
                             proposal: Arc::new(proposal),
                             result: result.clone(),

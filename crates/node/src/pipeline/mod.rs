@@ -26,7 +26,7 @@ use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, Validators, plan_call_with};
 use gatehouse_registry::resource::ToolSpec;
 use gatehouse_registry::{
-    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied, ToolsetInfo,
+    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response, ToolsetInfo,
 };
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -541,7 +541,7 @@ impl Pipeline {
             other => other.into(),
         })?;
         match applied {
-            Applied::ToolsetLoaded {
+            Response::ToolsetLoaded {
                 include_write_tools,
                 ..
             } => Ok(include_write_tools),
@@ -589,7 +589,7 @@ impl Pipeline {
             })
             .await?;
         let (id, state) = match applied {
-            Applied::Call { call_id, state } | Applied::Existing { call_id, state } => {
+            Response::Call { call_id, state } | Response::Existing { call_id, state } => {
                 (call_id, state)
             }
             other => {

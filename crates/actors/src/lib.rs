@@ -7,8 +7,11 @@
 //! loops only carry it out. Nothing here changes the registry except by proposing a command,
 //! and nothing invokes an upstream without a committed claim.
 
+mod clock;
 pub mod decide;
+mod handle;
 mod loops;
+mod outcome;
 pub mod placement;
 pub mod ports;
 mod shared;
@@ -16,10 +19,12 @@ mod supervisor;
 mod tenant;
 mod work;
 
+pub use clock::now_ms;
+pub use handle::{TenantHandle, TenantMsg};
+pub use outcome::outcome_of;
 pub use ports::{ClusterPort, ExecError, Execution, Executor, ProposeError, ToolOutput};
-pub use shared::{ActorSettings, TenantHandle, now_ms, outcome_of};
+pub use shared::ActorSettings;
 pub use supervisor::Health;
-pub use tenant::TenantMsg;
 
 use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use ractor::{Actor, ActorRef};

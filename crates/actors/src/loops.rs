@@ -3,8 +3,9 @@
 //! approved) and sweeps now and then for anything missed. The leader's loop places tenants and
 //! purges old calls; on other nodes it does nothing.
 
+use crate::clock::now_ms;
 use crate::placement::{TenantView, next_step};
-use crate::shared::{Shared, now_ms};
+use crate::shared::Shared;
 use crate::supervisor::SupervisorMsg;
 use gatehouse_raft_store::AppliedEntry;
 use gatehouse_registry::Command;

@@ -4,8 +4,9 @@
 //! more than the limit within the window is given up on and escalated to the root, which marks
 //! the node not ready instead of spinning.
 
-use crate::shared::{Shared, TenantHandle};
-use crate::tenant::{TenantActor, TenantArgs, TenantMsg};
+use crate::handle::{TenantHandle, TenantMsg};
+use crate::shared::Shared;
+use crate::tenant::{TenantActor, TenantArgs};
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };

@@ -3,32 +3,20 @@
 //! `decide::home_duties` what to do and carries it out in tracked tasks, never in its handler, so
 //! a slow upstream never stalls the tenant.
 
+use crate::clock::now_ms;
 use crate::decide::{Duty, Local, home_duties};
+use crate::handle::{TenantHandle, TenantMsg};
+use crate::outcome::outcome_of;
 use crate::ports::{Execution, ProposeError};
-use crate::shared::{Shared, TenantHandle, now_ms, outcome_of};
+use crate::shared::Shared;
 use gatehouse_registry::cache::CascadeCache;
 use gatehouse_registry::call::{Call, CallId, CallState, Outcome};
 use gatehouse_registry::{Command, Response};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-
-/// What a tenant actor is told.
-#[derive(Debug)]
-pub enum TenantMsg {
-    /// The tenant's calls or placement changed, or a task of its finished: look again.
-    Changed,
-    /// A deadline the actor set is due.
-    Wake,
-    /// Time to see whether the actor is idle.
-    IdleCheck,
-    /// Fault injection: panic in the handler.
-    Crash,
-    /// The actor's handle, for readers.
-    Handle(RpcReplyPort<TenantHandle>),
-}
 
 #[derive(Debug)]
 pub(crate) struct TenantActor;

@@ -1,9 +1,9 @@
 //! What every actor and loop of a node shares: the registry, the cluster and executor ports, the
-//! node's work, the settings, and the live tenant handles.
+//! node's duty tracker, the settings, and the live tenant handles.
 
+use crate::duty_tracker::DutyTracker;
 use crate::handle::TenantHandle;
 use crate::ports::{ClusterPort, Executor};
-use crate::work::Work;
 use gatehouse_raft_store::SharedRegistry;
 use gatehouse_registry::call::NodeId;
 use std::collections::HashSet;
@@ -68,12 +68,13 @@ impl Faults {
     }
 }
 
-pub(crate) struct Shared {
+/// The node as its actors and loops see it: one per supervision tree, shared by all of them.
+pub(crate) struct NodeContext {
     pub(crate) node: NodeId,
     pub(crate) registry: SharedRegistry,
     pub(crate) cluster: Arc<dyn ClusterPort>,
     pub(crate) executor: Arc<dyn Executor>,
-    pub(crate) work: Arc<Work>,
+    pub(crate) tracker: Arc<DutyTracker>,
     pub(crate) settings: ActorSettings,
     pub(crate) faults: Faults,
     /// Live tenant handles, for readers; written by the tenant supervisor.
@@ -81,15 +82,15 @@ pub(crate) struct Shared {
     pub(crate) restarts: AtomicU64,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for NodeContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("NodeContext")
             .field("node", &self.node)
             .finish_non_exhaustive()
     }
 }
 
-impl Shared {
+impl NodeContext {
     pub(crate) fn handle(&self, tenant: &str) -> Option<TenantHandle> {
         self.handles
             .read()

@@ -85,8 +85,9 @@ pub fn home_duties<'a>(
                 if !lost {
                     continue;
                 }
-                // Even while handing over: the move waits for this execution, so the home takes
-                // its own lost claim back and finishes it (the upstream dedupes by the call id).
+                // Even while the tenant moves away: the move waits for this execution, so the home
+                // takes its own lost claim back and finishes it (the upstream dedupes by the call
+                // id).
                 if call.spec.retry_safe {
                     due.duties.push(Duty::ClaimAndRun {
                         call: id.clone(),

@@ -59,7 +59,7 @@ fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &
 
 fn placed<'a>(command: &'a Command, into: &mut BTreeSet<&'a str>) {
     match command {
-        Command::Place { tenant, .. } | Command::Handover { tenant, .. } => {
+        Command::Place { tenant, .. } | Command::StartMove { tenant, .. } => {
             into.insert(tenant);
         }
         Command::Batch { proposals } => {

@@ -212,8 +212,8 @@ impl Registry {
             }
         }
         self.check_home(&call.spec.tenant, node, epoch)?;
-        // A home handing over starts nothing new; it may still take back a lost claim of a
-        // retry-safe call, which the move is waiting for.
+        // A home whose tenant is moving away starts nothing new; it may still take back a lost
+        // claim of a retry-safe call, which the move is waiting for.
         let moving_to = self.placement(&call.spec.tenant).and_then(|p| p.moving_to);
         if let Some(to) = moving_to.filter(|_| call.state == CallState::Approved) {
             return Err(ApplyError::Refused {

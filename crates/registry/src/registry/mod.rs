@@ -170,7 +170,7 @@ impl Registry {
                 home,
                 epoch,
             } => self.place(tenant, *home, *epoch)?,
-            Command::Handover { tenant, epoch, to } => self.handover(tenant, *epoch, *to)?,
+            Command::StartMove { tenant, epoch, to } => self.start_move(tenant, *epoch, *to)?,
             Command::Purge { before } => self.purge(*before),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
             Command::LoadToolset {

@@ -63,7 +63,8 @@ impl Registry {
         })
     }
 
-    pub(super) fn handover(
+    /// Records the start of a planned move; the leader places the tenant on `to` later.
+    pub(super) fn start_move(
         &mut self,
         tenant: &str,
         epoch: u64,

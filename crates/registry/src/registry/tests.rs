@@ -1086,7 +1086,7 @@ fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
         node: 1,
         addr: "127.0.0.1:7001".into(),
     });
-    h.ok(Command::Handover {
+    h.ok(Command::StartMove {
         tenant: "acme".into(),
         epoch: 1,
         to: 2,

@@ -20,12 +20,12 @@ fn a_claim_by_a_stale_epoch_is_refused() {
 }
 
 #[test]
-fn a_home_handing_over_claims_nothing_but_its_claims_complete() {
+fn a_home_moving_away_claims_nothing_but_its_claims_complete() {
     let mut h = Harness::new();
     let running = h.propose(None, "{}", 0);
     let waiting = h.propose(None, r#"{"n":2}"#, 0);
     h.claim(&running, 1, 1, "c1").unwrap();
-    h.ok(Command::Handover {
+    h.ok(Command::StartMove {
         tenant: "acme".into(),
         epoch: 1,
         to: 2,
@@ -43,7 +43,7 @@ fn a_home_handing_over_claims_nothing_but_its_claims_complete() {
     });
     assert_eq!(h.state_of(&running), CallState::Failed);
     assert!(matches!(
-        h.run(Command::Handover {
+        h.run(Command::StartMove {
             tenant: "acme".into(),
             epoch: 7,
             to: 2,
@@ -83,4 +83,16 @@ fn a_placement_needs_a_tenant_and_a_higher_epoch() {
             moving_to: None
         })
     );
+}
+
+#[test]
+fn a_started_move_is_written_as_a_handover_in_the_log() {
+    let command = Command::StartMove {
+        tenant: "acme".into(),
+        epoch: 1,
+        to: 2,
+    };
+    let written = r#"{"type":"handover","tenant":"acme","epoch":1,"to":2}"#;
+    assert_eq!(serde_json::to_string(&command).unwrap(), written);
+    assert_eq!(serde_json::from_str::<Command>(written).unwrap(), command);
 }

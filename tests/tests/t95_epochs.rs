@@ -261,15 +261,11 @@ fn a_planned_move_waits_for_the_old_homes_execution_then_moves_under_the_next_ep
     wait_invoked(&flow, &running, 1, SHORT)?;
     wait_state(&cluster, &running, CallState::Executing, SHORT)?;
 
-    // The new voter wins acme: the old home is told to hand over, and claims nothing more.
+    // The new voter wins acme: a move to it starts, and the old home claims nothing more.
     cluster.add_voter(newcomer)?;
-    let moving = wait_placement(
-        &cluster,
-        ACME,
-        "a handover to the newcomer",
-        FAILOVER,
-        |p| p.moving_to == Some(newcomer),
-    )?;
+    let moving = wait_placement(&cluster, ACME, "a move to the newcomer", FAILOVER, |p| {
+        p.moving_to == Some(newcomer)
+    })?;
     assert_eq!(
         moving,
         Placement {
@@ -355,13 +351,9 @@ fn a_home_restarted_during_a_planned_move_does_not_stall_it() -> anyhow::Result<
     wait_invoked(&flow, &running, 1, SHORT)?;
     wait_state(&cluster, &running, CallState::Executing, SHORT)?;
     cluster.add_voter(newcomer)?;
-    wait_placement(
-        &cluster,
-        ACME,
-        "a handover to the newcomer",
-        FAILOVER,
-        |p| p.moving_to == Some(newcomer),
-    )?;
+    wait_placement(&cluster, ACME, "a move to the newcomer", FAILOVER, |p| {
+        p.moving_to == Some(newcomer)
+    })?;
 
     // The old home crashes and is back at once: its execution is gone with the process.
     cluster.kill(old);

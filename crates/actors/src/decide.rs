@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 /// What this node is doing for a tenant's calls right now; it outlives actor restarts, since it
 /// is what tells a live claim from a lost one.
 #[derive(Debug, Clone, Copy)]
-pub struct Local<'a> {
+pub struct NodeActivity<'a> {
     pub node: NodeId,
     /// Claims whose execution runs (or is about to) in this process.
     /// Claim id to tenant.
@@ -32,7 +32,7 @@ pub enum Duty {
 
 /// The duties, and when to look again if nothing changes before (the next deadline).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct HomeDuties {
     pub duties: Vec<Duty>,
     pub wake_at: Option<Timestamp>,
 }
@@ -43,18 +43,18 @@ pub struct Plan {
 pub fn home_duties<'a>(
     placement: Option<Placement>,
     calls: impl IntoIterator<Item = &'a Call>,
-    local: Local<'_>,
+    activity: NodeActivity<'_>,
     now: Timestamp,
-) -> Plan {
-    let mut plan = Plan::default();
-    let Some(placement) = placement.filter(|p| p.home == local.node) else {
-        return plan;
+) -> HomeDuties {
+    let mut due = HomeDuties::default();
+    let Some(placement) = placement.filter(|p| p.home == activity.node) else {
+        return due;
     };
     let epoch = placement.epoch;
     let moving = placement.moving_to.is_some();
     for call in calls {
         let id = call.id();
-        if local.in_flight.contains(id) {
+        if activity.in_flight.contains(id) {
             continue;
         }
         let deadline = match call.state {
@@ -64,36 +64,37 @@ pub fn home_duties<'a>(
         };
         if let Some(deadline) = deadline {
             if now >= deadline {
-                plan.duties.push(Duty::Expire {
+                due.duties.push(Duty::Expire {
                     call: id.clone(),
                     epoch,
                 });
                 continue;
             }
-            plan.wake_at = Some(plan.wake_at.map_or(deadline, |w| w.min(deadline)));
+            due.wake_at = Some(due.wake_at.map_or(deadline, |w| w.min(deadline)));
         }
         match call.state {
-            CallState::Approved if !moving => plan.duties.push(Duty::ClaimAndRun {
+            CallState::Approved if !moving => due.duties.push(Duty::ClaimAndRun {
                 call: id.clone(),
                 epoch,
             }),
             CallState::Executing => {
                 let Some(claim) = &call.claim else { continue };
                 let lost = claim.epoch < epoch
-                    || (claim.node == local.node
-                        && !local.live_claims.contains_key(&claim.claim_id));
+                    || (claim.node == activity.node
+                        && !activity.live_claims.contains_key(&claim.claim_id));
                 if !lost {
                     continue;
                 }
-                // Even while handing over: the move waits for this execution, so the home takes
-                // its own lost claim back and finishes it (the upstream dedupes by the call id).
+                // Even while the tenant moves away: the move waits for this execution, so the home
+                // takes its own lost claim back and finishes it (the upstream dedupes by the call
+                // id).
                 if call.spec.retry_safe {
-                    plan.duties.push(Duty::ClaimAndRun {
+                    due.duties.push(Duty::ClaimAndRun {
                         call: id.clone(),
                         epoch,
                     });
                 } else if !call.spec.retry_safe {
-                    plan.duties.push(Duty::MarkUnknown {
+                    due.duties.push(Duty::MarkUnknown {
                         call: id.clone(),
                         epoch,
                     });
@@ -102,7 +103,7 @@ pub fn home_duties<'a>(
             _ => {}
         }
     }
-    plan
+    due
 }
 
 #[cfg(test)]

@@ -7,23 +7,29 @@
 //! loops only carry it out. Nothing here changes the registry except by proposing a command,
 //! and nothing invokes an upstream without a committed claim.
 
+mod clock;
+mod context;
 pub mod decide;
-mod loops;
+mod duty_tracker;
+mod handle;
+mod leader;
+mod listener;
+mod outcome;
 pub mod placement;
 pub mod ports;
-mod shared;
 mod supervisor;
 mod tenant;
-mod work;
 
+pub use clock::now_ms;
+pub use context::ActorSettings;
+pub use handle::{TenantHandle, TenantMsg};
+pub use outcome::outcome_of;
 pub use ports::{ClusterPort, ExecError, Execution, Executor, ProposeError, ToolOutput};
-pub use shared::{ActorSettings, TenantHandle, now_ms, outcome_of};
 pub use supervisor::Health;
-pub use tenant::TenantMsg;
 
-use gatehouse_raft_store::{Applied, SharedRegistry};
+use context::{Faults, NodeContext};
+use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use ractor::{Actor, ActorRef};
-use shared::{Faults, Shared};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -47,7 +53,7 @@ pub struct Actors {
 }
 
 struct Inner {
-    shared: Arc<Shared>,
+    context: Arc<NodeContext>,
     root: ActorRef<RootMsg>,
     tenants: ActorRef<SupervisorMsg>,
     health: watch::Receiver<Health>,
@@ -58,7 +64,7 @@ struct Inner {
 impl std::fmt::Debug for Actors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Actors")
-            .field("node", &self.inner.shared.node)
+            .field("node", &self.inner.context.node)
             .field("active", &self.active_tenants())
             .finish_non_exhaustive()
     }
@@ -70,23 +76,23 @@ impl Actors {
     pub async fn start(
         settings: ActorSettings,
         registry: SharedRegistry,
-        events: broadcast::Receiver<Applied>,
+        events: broadcast::Receiver<AppliedEntry>,
         cluster: Arc<dyn ClusterPort>,
         executor: Arc<dyn Executor>,
     ) -> Result<Actors, ActorsError> {
-        let shared = Arc::new(Shared {
+        let context = Arc::new(NodeContext {
             node: cluster.node_id(),
             registry,
             cluster,
             executor,
-            work: Default::default(),
+            tracker: Default::default(),
             settings,
             faults: Faults::default(),
             handles: RwLock::new(HashMap::new()),
             restarts: AtomicU64::new(0),
         });
         let (health_tx, health) = watch::channel(Health::Ready);
-        let (root, _) = Actor::spawn(None, Root, (shared.clone(), health_tx))
+        let (root, _) = Actor::spawn(None, Root, (context.clone(), health_tx))
             .await
             .map_err(|e| ActorsError::Spawn(e.to_string()))?;
         let tenants = root
@@ -100,17 +106,17 @@ impl Actors {
             .ok_or_else(|| ActorsError::Spawn("the root did not answer".into()))?;
         let (stop, stopped) = watch::channel(false);
         let loops = vec![
-            tokio::spawn(loops::listen(
-                shared.clone(),
+            tokio::spawn(listener::listen(
+                context.clone(),
                 tenants.clone(),
                 events,
                 stopped.clone(),
             )),
-            tokio::spawn(loops::lead(shared.clone(), stopped)),
+            tokio::spawn(leader::lead(context.clone(), stopped)),
         ];
         Ok(Actors {
             inner: Arc::new(Inner {
-                shared,
+                context,
                 root,
                 tenants,
                 health,
@@ -123,7 +129,7 @@ impl Actors {
     /// The tenant's handle, starting its actor on first use. Readers that find it running never
     /// touch a mailbox.
     pub async fn tenant(&self, tenant: &str) -> Result<TenantHandle, ActorsError> {
-        if let Some(handle) = self.inner.shared.handle(tenant) {
+        if let Some(handle) = self.inner.context.handle(tenant) {
             return Ok(handle);
         }
         let answer = self
@@ -153,7 +159,7 @@ impl Actors {
     /// Tenant actors running now.
     pub fn active_tenants(&self) -> usize {
         self.inner
-            .shared
+            .context
             .handles
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -162,12 +168,12 @@ impl Actors {
 
     /// Restarts of tenant actors since the node started.
     pub fn restarts(&self) -> u64 {
-        self.inner.shared.restarts.load(Ordering::Relaxed)
+        self.inner.context.restarts.load(Ordering::Relaxed)
     }
 
     /// Executions and proposals running as tasks now.
     pub fn running_tasks(&self) -> usize {
-        self.inner.shared.work.running_tasks()
+        self.inner.context.tracker.running_tasks()
     }
 
     /// Fault injection for tests: the tenant's actor fails to start (and so to restart) while
@@ -175,7 +181,7 @@ impl Actors {
     pub fn fail_starts(&self, tenant: &str, fail: bool) {
         let mut failing = self
             .inner
-            .shared
+            .context
             .faults
             .failing_starts
             .lock()
@@ -197,10 +203,12 @@ impl Actors {
             .call(|reply| SupervisorMsg::StopAll { reply }, Some(grace))
             .await;
         let deadline = tokio::time::Instant::now() + grace;
-        while self.inner.shared.work.running_tasks() > 0 && tokio::time::Instant::now() < deadline {
+        while self.inner.context.tracker.running_tasks() > 0
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        self.inner.shared.work.abort_all();
+        self.inner.context.tracker.abort_all();
         self.inner.root.stop(None);
         let loops: Vec<_> = std::mem::take(
             &mut *self

@@ -1,5 +1,5 @@
 //! Where each tenant's queue lives, decided by the leader as a plain function: rendezvous hashing
-//! over the reachable voters, a planned move in two steps (hand over, then place once the old
+//! over the reachable voters, a planned move in two steps (start the move, then place once the old
 //! home's executions have finished), and an unreachable or removed home replaced at once.
 
 use gatehouse_registry::Command;
@@ -59,7 +59,7 @@ pub fn next_step(
         return current.moving_to.map(|_| place(current.epoch + 1));
     }
     if current.moving_to != Some(desired) {
-        return Some(Command::Handover {
+        return Some(Command::StartMove {
             tenant: view.tenant.to_owned(),
             epoch: current.epoch,
             to: desired,

@@ -4,8 +4,9 @@
 //! more than the limit within the window is given up on and escalated to the root, which marks
 //! the node not ready instead of spinning.
 
-use crate::shared::{Shared, TenantHandle};
-use crate::tenant::{TenantActor, TenantArgs, TenantMsg};
+use crate::context::NodeContext;
+use crate::handle::{TenantHandle, TenantMsg};
+use crate::tenant::{TenantActor, TenantArgs};
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
@@ -49,17 +50,17 @@ pub(crate) struct RootState {
 impl Actor for Root {
     type Msg = RootMsg;
     type State = RootState;
-    type Arguments = (Arc<Shared>, watch::Sender<Health>);
+    type Arguments = (Arc<NodeContext>, watch::Sender<Health>);
 
     async fn pre_start(
         &self,
         myself: ActorRef<RootMsg>,
-        (shared, health): Self::Arguments,
+        (context, health): Self::Arguments,
     ) -> Result<RootState, ActorProcessingErr> {
         let (tenants, _) = Actor::spawn_linked(
             None,
             TenantSupervisor,
-            (shared, myself.clone()),
+            (context, myself.clone()),
             myself.get_cell(),
         )
         .await?;
@@ -130,7 +131,7 @@ struct Slot {
 }
 
 pub(crate) struct SupervisorState {
-    shared: Arc<Shared>,
+    context: Arc<NodeContext>,
     root: ActorRef<RootMsg>,
     slots: HashMap<String, Slot>,
     by_actor: HashMap<ActorId, String>,
@@ -139,15 +140,15 @@ pub(crate) struct SupervisorState {
 impl Actor for TenantSupervisor {
     type Msg = SupervisorMsg;
     type State = SupervisorState;
-    type Arguments = (Arc<Shared>, ActorRef<RootMsg>);
+    type Arguments = (Arc<NodeContext>, ActorRef<RootMsg>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<SupervisorMsg>,
-        (shared, root): Self::Arguments,
+        (context, root): Self::Arguments,
     ) -> Result<SupervisorState, ActorProcessingErr> {
         Ok(SupervisorState {
-            shared,
+            context,
             root,
             slots: HashMap::new(),
             by_actor: HashMap::new(),
@@ -227,7 +228,7 @@ impl SupervisorState {
         myself: &ActorRef<SupervisorMsg>,
         tenant: &str,
     ) -> Result<TenantHandle, String> {
-        if let Some(handle) = self.shared.handle(tenant) {
+        if let Some(handle) = self.context.handle(tenant) {
             return Ok(handle);
         }
         let slot = self.slots.entry(tenant.to_owned()).or_default();
@@ -241,7 +242,7 @@ impl SupervisorState {
         // still counts.
         let args = TenantArgs {
             tenant: tenant.to_owned(),
-            shared: self.shared.clone(),
+            context: self.context.clone(),
         };
         match Actor::spawn_linked(None, TenantActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
@@ -254,7 +255,7 @@ impl SupervisorState {
                 };
                 self.by_actor.insert(actor.get_id(), tenant.to_owned());
                 self.slots.entry(tenant.to_owned()).or_default().actor = Some(actor);
-                self.shared
+                self.context
                     .handles
                     .write()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -274,7 +275,7 @@ impl SupervisorState {
         if let Some(slot) = self.slots.get_mut(&tenant) {
             slot.actor = None;
         }
-        self.shared
+        self.context
             .handles
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -284,7 +285,7 @@ impl SupervisorState {
 
     fn forget_handles(&mut self) {
         self.by_actor.clear();
-        self.shared
+        self.context
             .handles
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -293,7 +294,7 @@ impl SupervisorState {
 
     /// Counts a failure; schedules a restart after the backoff, or gives up and escalates.
     fn failed(&mut self, myself: &ActorRef<SupervisorMsg>, tenant: &str) {
-        let settings = &self.shared.settings;
+        let settings = &self.context.settings;
         let slot = self.slots.entry(tenant.to_owned()).or_default();
         let now = Instant::now();
         slot.failures.push_back(now);
@@ -313,7 +314,7 @@ impl SupervisorState {
             });
             return;
         }
-        self.shared.restarts.fetch_add(1, Ordering::Relaxed);
+        self.context.restarts.fetch_add(1, Ordering::Relaxed);
         let backoff = settings.restart_backoff * 2u32.saturating_pow(failures as u32 - 1);
         let tenant = tenant.to_owned();
         ractor::time::send_after(backoff, myself.get_cell(), move || SupervisorMsg::Restart {

@@ -3,39 +3,27 @@
 //! `decide::home_duties` what to do and carries it out in tracked tasks, never in its handler, so
 //! a slow upstream never stalls the tenant.
 
-use crate::decide::{Duty, Local, home_duties};
+use crate::clock::now_ms;
+use crate::context::NodeContext;
+use crate::decide::{Duty, NodeActivity, home_duties};
+use crate::handle::{TenantHandle, TenantMsg};
+use crate::outcome::outcome_of;
 use crate::ports::{Execution, ProposeError};
-use crate::shared::{Shared, TenantHandle, now_ms, outcome_of};
 use gatehouse_registry::cache::CascadeCache;
 use gatehouse_registry::call::{Call, CallId, CallState, Outcome};
 use gatehouse_registry::{Command, Response};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-
-/// What a tenant actor is told.
-#[derive(Debug)]
-pub enum TenantMsg {
-    /// The tenant's calls or placement changed, or a task of its finished: look again.
-    Changed,
-    /// A deadline the actor set is due.
-    Wake,
-    /// Time to see whether the actor is idle.
-    IdleCheck,
-    /// Fault injection: panic in the handler.
-    Crash,
-    /// The actor's handle, for readers.
-    Handle(RpcReplyPort<TenantHandle>),
-}
 
 #[derive(Debug)]
 pub(crate) struct TenantActor;
 
 pub(crate) struct TenantArgs {
     pub(crate) tenant: String,
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) context: Arc<NodeContext>,
 }
 
 /// A `send_after` task: the wake-up it will deliver.
@@ -43,7 +31,7 @@ type Timer = JoinHandle<Result<(), ractor::MessagingErr<TenantMsg>>>;
 
 pub(crate) struct TenantState {
     tenant: Arc<str>,
-    shared: Arc<Shared>,
+    context: Arc<NodeContext>,
     handle: TenantHandle,
     wake: Option<(u64, Timer)>,
     idle_check: JoinHandle<()>,
@@ -59,26 +47,26 @@ impl Actor for TenantActor {
         myself: ActorRef<TenantMsg>,
         args: TenantArgs,
     ) -> Result<TenantState, ActorProcessingErr> {
-        if args.shared.faults.start_fails(&args.tenant) {
+        if args.context.faults.start_fails(&args.tenant) {
             return Err(format!("fault injected: tenant {} fails to start", args.tenant).into());
         }
         let tenant: Arc<str> = args.tenant.into();
-        let shared = args.shared;
-        // Everything else is rebuilt from the registry and the node's work on the first look.
+        let context = args.context;
+        // Everything else is rebuilt from the registry and the node's duty tracker on the first look.
         let handle = TenantHandle {
             tenant: tenant.clone(),
-            cache: CascadeCache::new(shared.settings.cache_entries),
-            registry: shared.registry.clone(),
+            cache: CascadeCache::new(context.settings.cache_entries),
+            registry: context.registry.clone(),
             last_used: Arc::new(AtomicU64::new(now_ms())),
             actor: myself.clone(),
         };
-        let period = (shared.settings.passivate_after / 2).max(Duration::from_millis(50));
+        let period = (context.settings.passivate_after / 2).max(Duration::from_millis(50));
         let idle_check =
             ractor::time::send_interval(period, myself.get_cell(), || TenantMsg::IdleCheck);
         let _ = myself.cast(TenantMsg::Changed);
         Ok(TenantState {
             tenant,
-            shared,
+            context,
             handle,
             wake: None,
             idle_check,
@@ -123,9 +111,9 @@ impl Actor for TenantActor {
 impl TenantState {
     /// Reads the queue, asks what the home should do, starts it, and sets the next wake-up.
     fn look(&mut self, myself: &ActorRef<TenantMsg>) {
-        let shared = &self.shared;
+        let context = &self.context;
         let (placement, calls) = {
-            let registry = shared.registry.read();
+            let registry = context.registry.read();
             let calls: Vec<Call> = registry
                 .calls_of(&self.tenant)
                 .filter(|c| !c.state.is_finished())
@@ -134,19 +122,19 @@ impl TenantState {
             (registry.placement(&self.tenant), calls)
         };
         let now = now_ms();
-        let plan = {
-            let work = shared.work.lock();
-            let local = Local {
-                node: shared.node,
-                live_claims: &work.live_claims,
-                in_flight: &work.in_flight,
+        let due = {
+            let tracked = context.tracker.lock();
+            let activity = NodeActivity {
+                node: context.node,
+                live_claims: &tracked.live_claims,
+                in_flight: &tracked.in_flight,
             };
-            home_duties(placement, &calls, local, now)
+            home_duties(placement, &calls, activity, now)
         };
-        for duty in plan.duties {
+        for duty in due.duties {
             self.start(duty, myself);
         }
-        match plan.wake_at {
+        match due.wake_at {
             Some(at) if self.wake.as_ref().is_none_or(|(w, _)| *w != at) => {
                 if let Some((_, old)) = self.wake.take() {
                     old.abort();
@@ -169,11 +157,11 @@ impl TenantState {
             Duty::Expire { call, .. } | Duty::ClaimAndRun { call, .. } => call.clone(),
             Duty::MarkUnknown { call, .. } => call.clone(),
         };
-        let shared = self.shared.clone();
-        if !shared.work.begin(&call) {
+        let context = self.context.clone();
+        if !context.tracker.begin(&call) {
             return;
         }
-        let node = shared.node;
+        let node = context.node;
         let myself = myself.clone();
         let handle = self.handle.clone();
         let task = async move {
@@ -184,7 +172,7 @@ impl TenantState {
                         node,
                         epoch,
                     };
-                    settle(&shared, &call, "expire", command).await;
+                    settle(&context, &call, "expire", command).await;
                 }
                 Duty::MarkUnknown { call, epoch } => {
                     let command = Command::MarkUnknown {
@@ -192,32 +180,32 @@ impl TenantState {
                         node,
                         epoch,
                     };
-                    settle(&shared, &call, "mark unknown", command).await;
+                    settle(&context, &call, "mark unknown", command).await;
                 }
                 Duty::ClaimAndRun { call, epoch } => {
-                    claim_and_run(&shared, &handle, call, epoch).await;
+                    claim_and_run(&context, &handle, call, epoch).await;
                 }
             }
             // The actor may have been restarted or passivated meanwhile; then there is nobody
             // to tell, and the next look starts from the registry anyway.
             let _ = myself.cast(TenantMsg::Changed);
         };
-        self.shared.work.spawn(task);
+        self.context.tracker.spawn(task);
     }
 
     /// Idle: unused for the passivation time, and neither home to unfinished calls nor running
     /// an execution here.
     fn idle(&self) -> bool {
-        let settings = &self.shared.settings;
+        let settings = &self.context.settings;
         let unused = now_ms().saturating_sub(self.handle.last_used.load(Ordering::Relaxed))
             >= settings.passivate_after.as_millis() as u64;
-        if !unused || self.shared.work.executing_for(&self.tenant) {
+        if !unused || self.context.tracker.executing_for(&self.tenant) {
             return false;
         }
-        let registry = self.shared.registry.read();
+        let registry = self.context.registry.read();
         let home = registry
             .placement(&self.tenant)
-            .is_some_and(|p| p.home == self.shared.node);
+            .is_some_and(|p| p.home == self.context.node);
         !(home
             && registry
                 .calls_of(&self.tenant)
@@ -230,14 +218,14 @@ impl TenantState {
 const DUTY_RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// Proposes a duty's command; one that did not go through keeps the call in flight for a pause.
-async fn settle(shared: &Arc<Shared>, call: &CallId, what: &str, command: Command) {
-    let result = shared.cluster.propose(command).await;
+async fn settle(context: &Arc<NodeContext>, call: &CallId, what: &str, command: Command) {
+    let result = context.cluster.propose(command).await;
     let unavailable = matches!(result, Err(ProposeError::Unavailable(_)));
     note(call, what, result);
     if unavailable {
         tokio::time::sleep(DUTY_RETRY_PAUSE).await;
     }
-    shared.work.end(call);
+    context.tracker.end(call);
 }
 
 fn note(call: &CallId, what: &str, result: Result<Response, ProposeError>) {
@@ -249,30 +237,35 @@ fn note(call: &CallId, what: &str, result: Result<Response, ProposeError>) {
 
 /// Claims the call and, once the claim is committed, invokes the upstream exactly once under it
 /// and reports the outcome until it is recorded.
-async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId, epoch: u64) {
+async fn claim_and_run(
+    context: &Arc<NodeContext>,
+    handle: &TenantHandle,
+    call: CallId,
+    epoch: u64,
+) {
     let claim_id = format!("claim_{}", uuid::Uuid::new_v4().simple());
-    // Live before it can be seen committed: see `Work::claim`.
-    shared.work.claim(&claim_id, handle.tenant());
-    let claimed = shared
+    // Live before it can be seen committed: see `DutyTracker::claim`.
+    context.tracker.claim(&claim_id, handle.tenant());
+    let claimed = context
         .cluster
         .propose(Command::Claim {
             call_id: call.clone(),
-            node: shared.node,
+            node: context.node,
             epoch,
             claim_id: claim_id.clone(),
         })
         .await;
-    shared.work.end(&call);
+    context.tracker.end(&call);
     if !matches!(claimed, Ok(Response::Call { .. })) {
         note(&call, "claim", claimed);
     }
     // What counts is the record this node applied, not the answer: a claim whose answer was lost
     // may still have committed, and one that committed is ours to run.
-    let record = shared.registry.read().call(&call).cloned().filter(|r| {
+    let record = context.registry.read().call(&call).cloned().filter(|r| {
         r.state == CallState::Executing && r.claim.as_ref().is_some_and(|c| c.claim_id == claim_id)
     });
     let Some(record) = record else {
-        shared.work.release(&claim_id);
+        context.tracker.release(&claim_id);
         return;
     };
     let spec = &record.spec;
@@ -288,15 +281,15 @@ async fn claim_and_run(shared: &Arc<Shared>, handle: &TenantHandle, call: CallId
         retry_safe: spec.retry_safe,
         trace_parent: spec.trace_parent.clone(),
     };
-    let outcome = outcome_of(shared.executor.execute(execution).await);
-    report(shared, &call, &claim_id, outcome).await;
-    shared.work.release(&claim_id);
+    let outcome = outcome_of(context.executor.execute(execution).await);
+    report(context, &call, &claim_id, outcome).await;
+    context.tracker.release(&claim_id);
 }
 
 /// Proposes `Complete` until it is recorded, or until the claim is no longer this one (an
 /// approver resolved the call meanwhile). A node cut off from the leader keeps trying, so the
 /// outcome of a claim it held is recorded once it is back.
-async fn report(shared: &Arc<Shared>, call: &CallId, claim_id: &str, outcome: Outcome) {
+async fn report(context: &Arc<NodeContext>, call: &CallId, claim_id: &str, outcome: Outcome) {
     let mut backoff = Duration::from_millis(50);
     loop {
         let command = Command::Complete {
@@ -304,7 +297,7 @@ async fn report(shared: &Arc<Shared>, call: &CallId, claim_id: &str, outcome: Ou
             claim_id: claim_id.to_owned(),
             outcome: outcome.clone(),
         };
-        match shared.cluster.propose(command).await {
+        match context.cluster.propose(command).await {
             Ok(_) => return,
             Err(ProposeError::Refused(reason)) => {
                 tracing::warn!(%call, %reason, "completion refused");

@@ -7,7 +7,7 @@ use gatehouse_actors::{
     ActorSettings, Actors, ClusterPort, ExecError, Execution, Executor, Health, ProposeError,
     ToolOutput,
 };
-use gatehouse_raft_store::{Applied, SharedRegistry};
+use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use gatehouse_registry::call::{CallId, CallState, NodeId};
 use gatehouse_registry::plan::{CallRequest, plan_call};
 use gatehouse_registry::{Command, Proposal, Registry, Response, documents};
@@ -22,7 +22,7 @@ const NODE: NodeId = 1;
 /// state machine does.
 struct LocalCluster {
     registry: SharedRegistry,
-    events: broadcast::Sender<Applied>,
+    events: broadcast::Sender<AppliedEntry>,
     index: Mutex<u64>,
 }
 
@@ -44,7 +44,7 @@ impl LocalCluster {
             };
             (result, calls.into_iter().collect::<Vec<_>>())
         };
-        let _ = self.events.send(Applied {
+        let _ = self.events.send(AppliedEntry {
             index: *index,
             proposal: Arc::new(proposal),
             result: result.clone(),

@@ -1,5 +1,5 @@
 //! A node's audit log: one record for every tool call, prompt get, resource read, approval
-//! decision and admin change, hash-chained and durable. Bodies never enter it: callers hand over
+//! decision and admin change, hash-chained and durable. Bodies never enter it: callers pass
 //! digests and lengths. It never decides anything and never blocks a read-only answer on the
 //! disk: [`AuditLog::record`] queues for the next group commit, [`AuditLog::record_durable`]
 //! answers once its batch is synced (for the approval path).

@@ -18,7 +18,7 @@ const QUEUE_WARN_EVERY: u64 = 65_536;
 /// A node's audit log. Cheap to clone; every clone feeds the same writer task.
 #[derive(Debug, Clone)]
 pub struct AuditLog {
-    shared: Arc<Shared>,
+    writer: Arc<WriterState>,
 }
 
 /// Counters since the log was opened.
@@ -32,8 +32,10 @@ pub struct Stats {
     pub queued: u64,
 }
 
+/// The writer task as every handle and the task itself see it: its queue, whether it is closed
+/// or has failed, and its counters.
 #[derive(Debug)]
-struct Shared {
+struct WriterState {
     // Unbounded on purpose: `record` sits on the response path and must neither wait nor drop,
     // and a bounded channel with a spawned send as overflow would let a later `flush` overtake
     // the entries before it. The writer drains everything per batch, so the queue only grows
@@ -69,7 +71,7 @@ impl AuditLog {
         let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
         let disk = Disk::open(dir, node)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
+        let writer = Arc::new(WriterState {
             tx,
             closed: AtomicBool::new(false),
             failure: Mutex::new(None),
@@ -78,8 +80,8 @@ impl AuditLog {
             records: AtomicU64::new(0),
         });
         let span = tracing::info_span!("audit", node, dir = %dir.display());
-        runtime.spawn(write_loop(disk, rx, shared.clone()).instrument(span));
-        Ok(AuditLog { shared })
+        runtime.spawn(write_loop(disk, rx, writer.clone()).instrument(span));
+        Ok(AuditLog { writer })
     }
 
     /// Queues the entry for the next group commit and returns at once (never waits for disk).
@@ -108,10 +110,10 @@ impl AuditLog {
 
     /// Whether the log takes entries: it is open and its writer has not failed.
     pub fn writable(&self) -> io::Result<()> {
-        if self.shared.closed.load(Ordering::SeqCst) {
+        if self.writer.closed.load(Ordering::SeqCst) {
             return Err(closed());
         }
-        match &*lock(&self.shared.failure) {
+        match &*lock(&self.writer.failure) {
             Some((kind, message)) => Err(io::Error::new(*kind, message.clone())),
             None => Ok(()),
         }
@@ -121,13 +123,13 @@ impl AuditLog {
     /// from now on exactly as after a write the disk refused. Entries queued and not yet
     /// written are refused with it; a restart (a new `open`) recovers from what is on disk.
     pub fn inject_write_failure(&self, reason: &str) {
-        fail(&self.shared, io::ErrorKind::Other, reason.to_owned());
+        fail(&self.writer, io::ErrorKind::Other, reason.to_owned());
     }
 
     /// Waits until everything queued before it is durable.
     pub async fn flush(&self) -> io::Result<()> {
         let (done, answer) = oneshot::channel();
-        if self.shared.tx.send(Msg::Flush(done)).is_err() {
+        if self.writer.tx.send(Msg::Flush(done)).is_err() {
             return Err(closed());
         }
         answer.await.unwrap_or_else(|_| Err(closed()))
@@ -135,38 +137,38 @@ impl AuditLog {
 
     /// Flushes and stops the writer; later records are refused.
     pub async fn close(&self) {
-        self.shared.closed.store(true, Ordering::SeqCst);
+        self.writer.closed.store(true, Ordering::SeqCst);
         let (done, answer) = oneshot::channel();
-        if self.shared.tx.send(Msg::Close(done)).is_ok() {
+        if self.writer.tx.send(Msg::Close(done)).is_ok() {
             let _ = answer.await;
         }
     }
 
     pub fn stats(&self) -> Stats {
         Stats {
-            batches: self.shared.batches.load(Ordering::Relaxed),
-            records: self.shared.records.load(Ordering::Relaxed),
-            queued: self.shared.queued.load(Ordering::Relaxed),
+            batches: self.writer.batches.load(Ordering::Relaxed),
+            records: self.writer.records.load(Ordering::Relaxed),
+            queued: self.writer.queued.load(Ordering::Relaxed),
         }
     }
 
     fn send(&self, entry: Entry, done: Option<oneshot::Sender<io::Result<u64>>>) -> bool {
-        if self.shared.closed.load(Ordering::SeqCst) {
+        if self.writer.closed.load(Ordering::SeqCst) {
             return false;
         }
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let queued = self.shared.queued.fetch_add(1, Ordering::Relaxed) + 1;
+        let queued = self.writer.queued.fetch_add(1, Ordering::Relaxed) + 1;
         if queued.is_multiple_of(QUEUE_WARN_EVERY) {
             tracing::warn!(
                 queued,
                 "audit entries are queueing: the disk is slower than the calls"
             );
         }
-        let sent = self.shared.tx.send(Msg::Record { at_ms, entry, done });
+        let sent = self.writer.tx.send(Msg::Record { at_ms, entry, done });
         if sent.is_err() {
-            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            self.writer.queued.fetch_sub(1, Ordering::Relaxed);
         }
         sent.is_ok()
     }
@@ -191,8 +193,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Puts the log into its failed state (once: the first failure is the one reported).
-fn fail(shared: &Shared, kind: io::ErrorKind, message: String) {
-    let mut failure = lock(&shared.failure);
+fn fail(writer: &WriterState, kind: io::ErrorKind, message: String) {
+    let mut failure = lock(&writer.failure);
     if failure.is_none() {
         tracing::error!(error = %message, "audit log write failed; refusing further entries");
         *failure = Some((kind, message));
@@ -206,7 +208,7 @@ fn closed() -> io::Error {
 /// Takes everything queued (up to a batch), commits it with one write and one sync, answers.
 /// Ends on `close` or when every handle is gone. After a failed write the log is not trusted to
 /// continue: every later entry is refused, and a restart recovers from what is on disk.
-async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Arc<Shared>) {
+async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, writer: Arc<WriterState>) {
     let mut disk = Some(disk);
     let mut closing = None;
     while closing.is_none() {
@@ -249,11 +251,11 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
                 Msg::Close(done) => closing = Some(done),
             }
         }
-        shared
+        writer
             .queued
             .fetch_sub(entries.len() as u64, Ordering::Relaxed);
         let count = entries.len() as u64;
-        let failure = lock(&shared.failure).clone();
+        let failure = lock(&writer.failure).clone();
         let result = match (disk.take(), failure) {
             (_, Some((kind, message))) => Err(io::Error::new(kind, message)),
             (Some(d), None) if entries.is_empty() => {
@@ -278,10 +280,10 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
         };
         match result {
             Ok(first) => {
-                shared
+                writer
                     .batches
                     .fetch_add(u64::from(count > 0), Ordering::Relaxed);
-                shared.records.fetch_add(count, Ordering::Relaxed);
+                writer.records.fetch_add(count, Ordering::Relaxed);
                 for (i, done) in waiters.into_iter().enumerate() {
                     if let Some(done) = done {
                         let _ = done.send(Ok(first + i as u64));
@@ -292,7 +294,7 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
                 }
             }
             Err(e) => {
-                fail(&shared, e.kind(), e.to_string());
+                fail(&writer, e.kind(), e.to_string());
                 disk = None;
                 if count > 0 {
                     tracing::error!(lost = count, error = %e, "audit entries not written");
@@ -312,7 +314,7 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
         dropped += u64::from(matches!(msg, Msg::Record { .. }));
     }
     if dropped > 0 {
-        shared.queued.fetch_sub(dropped, Ordering::Relaxed);
+        writer.queued.fetch_sub(dropped, Ordering::Relaxed);
         tracing::warn!(
             dropped,
             "audit log closed: entries queued after close were dropped"

@@ -13,7 +13,7 @@
 //! installed). Then it re-reads the registry and forgets its ring; watchers resync.
 
 use futures::Stream;
-use gatehouse_raft_store::{Applied, SharedRegistry};
+use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use gatehouse_registry::{Call, CallId, Registry};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLockReadGuard};
@@ -134,7 +134,7 @@ impl CallFeed {
     /// registry's current state. It stops when `stop` turns true or its sender goes, or when the
     /// state machine goes; its watchers' streams end then.
     pub fn start(
-        applied: broadcast::Receiver<Applied>,
+        applied: broadcast::Receiver<AppliedEntry>,
         registry: SharedRegistry,
         stop: watch::Receiver<bool>,
     ) -> CallFeed {
@@ -142,7 +142,7 @@ impl CallFeed {
     }
 
     fn start_with(
-        applied: broadcast::Receiver<Applied>,
+        applied: broadcast::Receiver<AppliedEntry>,
         registry: SharedRegistry,
         stop: watch::Receiver<bool>,
         capacity: usize,
@@ -210,7 +210,7 @@ impl CallFeed {
 
     async fn follow(
         self,
-        mut applied: broadcast::Receiver<Applied>,
+        mut applied: broadcast::Receiver<AppliedEntry>,
         mut stop: watch::Receiver<bool>,
         idle_check: Duration,
     ) {
@@ -234,7 +234,7 @@ impl CallFeed {
         self.lock().live = None;
     }
 
-    fn take(&self, applied: &Applied) {
+    fn take(&self, applied: &AppliedEntry) {
         let mut state = self.lock();
         let index = applied.index;
         if index <= state.last_index {

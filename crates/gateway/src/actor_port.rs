@@ -38,7 +38,7 @@ fn home_decision(command: &Command) -> Option<(&CallId, &'static str)> {
         // never held back by the log.
         Command::Claim { .. } | Command::Complete { .. } => None,
         // The leader's placement and retention: housekeeping, not a decision on a call.
-        Command::Place { .. } | Command::Handover { .. } | Command::Purge { .. } => None,
+        Command::Place { .. } | Command::StartMove { .. } | Command::Purge { .. } => None,
         // Proposed by the fronts and services, audited there.
         Command::Put { .. }
         | Command::Delete { .. }

@@ -11,7 +11,7 @@ use crate::executor::{EnvSource, read_credential};
 use gatehouse_actors::{ClusterPort, ExecError, ProposeError};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_cluster::grants::Grants;
-use gatehouse_raft_store::{Applied, SharedRegistry};
+use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use gatehouse_registry::resource::{
     API_VERSION, DISCOVERED_FROM, Kind, Metadata, Object, Resource, ResourceKey, ToolAnnotations,
     ToolSpec, UpstreamKind, UpstreamSpec,
@@ -43,7 +43,7 @@ pub enum DiscoveryError {
 /// before Raft starts; the task ends when `stop` turns true or the events end.
 pub fn spawn_discovery(
     cluster: Cluster,
-    events: broadcast::Receiver<Applied>,
+    events: broadcast::Receiver<AppliedEntry>,
     env: Arc<dyn EnvSource>,
     stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -62,7 +62,7 @@ struct Sources {
 async fn run(
     port: Arc<dyn ClusterPort>,
     registry: SharedRegistry,
-    mut events: broadcast::Receiver<Applied>,
+    mut events: broadcast::Receiver<AppliedEntry>,
     sources: Sources,
     mut stop: watch::Receiver<bool>,
 ) {

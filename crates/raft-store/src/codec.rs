@@ -1,37 +1,8 @@
-//! How things are laid out in sled: keys that sort by log index, JSON values, and the framing of
-//! a stored snapshot.
+//! How values are laid out in sled: JSON, and the framing of a stored snapshot (the keys are in
+//! `keys`).
 
 use crate::StoreError;
 use serde::{Serialize, de::DeserializeOwned};
-
-/// A log index as a key: big-endian, so sled's byte order is index order.
-pub(crate) fn index_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
-
-pub(crate) fn key_index(key: &[u8]) -> Result<u64, StoreError> {
-    let bytes: [u8; 8] = key
-        .try_into()
-        .map_err(|_| StoreError::Corrupt(format!("log key of {} bytes", key.len())))?;
-    Ok(u64::from_be_bytes(bytes))
-}
-
-/// Applied commands live in the state tree under `cmd/<index BE>`.
-pub(crate) const CMD_PREFIX: &[u8; 4] = b"cmd/";
-
-pub(crate) fn cmd_key(index: u64) -> [u8; 12] {
-    let mut key = [0u8; 12];
-    key[..4].copy_from_slice(CMD_PREFIX);
-    key[4..].copy_from_slice(&index.to_be_bytes());
-    key
-}
-
-pub(crate) fn cmd_index(key: &[u8]) -> Result<u64, StoreError> {
-    match key.strip_prefix(CMD_PREFIX.as_slice()) {
-        Some(rest) => key_index(rest),
-        None => Err(StoreError::Corrupt(format!("{key:?} is not a command key"))),
-    }
-}
 
 pub(crate) fn encode<T: Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(value).map_err(|source| StoreError::Encode { what, source })
@@ -89,16 +60,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_sort_by_index_and_round_trip() {
-        assert!(index_key(255) < index_key(256));
-        assert!(cmd_key(255) < cmd_key(256));
-        assert_eq!(key_index(&index_key(42)).unwrap(), 42);
-        assert_eq!(cmd_index(&cmd_key(7)).unwrap(), 7);
-        assert!(key_index(b"short").is_err());
-        assert!(cmd_index(b"applied").is_err());
-    }
 
     #[test]
     fn frames_split_back() {

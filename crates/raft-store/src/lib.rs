@@ -10,6 +10,7 @@
 mod codec;
 mod durable;
 mod error;
+mod keys;
 mod log_reader;
 mod log_store;
 mod open;
@@ -26,7 +27,7 @@ pub use open::open;
 pub use restore::{Restored, restore};
 pub use shared_registry::SharedRegistry;
 pub use snapshot::SnapshotBuilder;
-pub use state_machine::{Applied, StateMachineStore};
+pub use state_machine::{AppliedEntry, StateMachineStore};
 
 use gatehouse_registry::{ApplyError, Proposal, Response};
 use std::io::Cursor;

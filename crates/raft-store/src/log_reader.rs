@@ -1,7 +1,8 @@
 //! Reading the Raft log: shared by the log store and by the cheap, cloneable readers openraft's
 //! replication tasks use.
 
-use crate::codec::{decode, index_key, key_index};
+use crate::codec::decode;
+use crate::keys::{index_key, key_index};
 use crate::{NodeId, StoreError, TypeConfig};
 use openraft::AnyError;
 use openraft::{Entry, OptionalSend, RaftLogReader, StorageError, StorageIOError};

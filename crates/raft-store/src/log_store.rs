@@ -4,8 +4,9 @@
 //! vote is synced before `save_vote` returns. Writes reach sled in the order openraft makes
 //! them, and completions fire in that order.
 
-use crate::codec::{blocking, decode, encode, get_json, index_key};
+use crate::codec::{blocking, decode, encode, get_json};
 use crate::durable::Durable;
+use crate::keys::index_key;
 use crate::log_reader::{LogReader, read_entries, read_error};
 use crate::{NodeId, StoreError, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};

@@ -2,9 +2,9 @@
 //! `apply` is deterministic, so replaying them in order gives back the state exactly; refused
 //! commands replay as refusals and leave the state as they did the first time.
 
-use crate::codec::{cmd_index, cmd_key, decode, get_json};
+use crate::codec::{decode, get_json};
+use crate::keys::{APPLIED, MEMBERSHIP, cmd_index, cmd_key};
 use crate::snapshot::{Meta, remove_commands};
-use crate::state_machine::{APPLIED, MEMBERSHIP};
 use crate::{NodeId, StoreError};
 use gatehouse_registry::{Proposal, Registry};
 use openraft::{BasicNode, LogId, StoredMembership};

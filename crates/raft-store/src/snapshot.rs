@@ -2,9 +2,9 @@
 //! (sled has no point-in-time iteration), serialized off the registry lock, stored as one sled
 //! value and flushed. Only the newest is kept; the commands it covers are dropped.
 
-use crate::codec::{CMD_PREFIX, blocking, cmd_key, decode, encode, frame, unframe};
+use crate::codec::{blocking, decode, encode, frame, unframe};
 use crate::durable::Durable;
-use crate::state_machine::{APPLIED, MEMBERSHIP};
+use crate::keys::{APPLIED, CMD_PREFIX, MEMBERSHIP, cmd_key};
 use crate::{NodeId, StoreError, TypeConfig};
 use gatehouse_registry::Registry;
 use openraft::{

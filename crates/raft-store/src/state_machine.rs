@@ -3,8 +3,9 @@
 //! log id and membership, so data and index never come apart. The batch is not flushed: the
 //! Raft log is, and openraft re-applies from it whatever a crash lost here.
 
-use crate::codec::{blocking, cmd_key, encode};
+use crate::codec::{blocking, encode};
 use crate::durable::Durable;
+use crate::keys::{APPLIED, MEMBERSHIP, cmd_key};
 use crate::recovery::{Recovered, recover};
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
 use crate::{ApplyResult, NodeId, SharedRegistry, StoreError, TypeConfig};
@@ -19,16 +20,13 @@ use std::io::Cursor;
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
-pub(crate) const APPLIED: &[u8] = b"applied";
-pub(crate) const MEMBERSHIP: &[u8] = b"membership";
-
 /// How many applied entries a slow subscriber may fall behind before it lags.
 const EVENTS: usize = 1024;
 
 /// One applied proposal, for watchers. A subscriber that lags, or sees the applied index jump
 /// past what it received (a snapshot was installed), re-reads the registry instead.
 #[derive(Debug, Clone)]
-pub struct Applied {
+pub struct AppliedEntry {
     pub index: u64,
     pub proposal: Arc<Proposal>,
     pub result: ApplyResult,
@@ -66,7 +64,7 @@ pub struct StateMachineStore {
     applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     applied_tx: watch::Sender<u64>,
-    events: broadcast::Sender<Applied>,
+    events: broadcast::Sender<AppliedEntry>,
 }
 
 impl fmt::Debug for StateMachineStore {
@@ -122,7 +120,7 @@ impl StateMachineStore {
     }
 
     /// Every applied proposal from now on, with its result.
-    pub fn subscribe(&self) -> broadcast::Receiver<Applied> {
+    pub fn subscribe(&self) -> broadcast::Receiver<AppliedEntry> {
         self.events.subscribe()
     }
 }
@@ -173,7 +171,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                         let result = registry.apply(index, &proposal);
                         let mut calls = Vec::new();
                         touched_calls(&registry, &result, &mut calls);
-                        applied.push(Applied {
+                        applied.push(AppliedEntry {
                             index,
                             proposal: Arc::new(proposal),
                             result: result.clone(),

@@ -97,7 +97,9 @@ pub enum Command {
     },
     /// Start a planned move of the tenant's queue to `to`: the home under `epoch` claims nothing
     /// more; the leader places the tenant on `to` once the home's executions have finished.
-    Handover {
+    /// `handover` is its name in the log and in snapshots, as the entries written so far hold it.
+    #[serde(rename = "handover")]
+    StartMove {
         tenant: String,
         epoch: u64,
         to: NodeId,
@@ -235,7 +237,7 @@ impl Command {
             | Command::Claim { .. }
             | Command::MarkUnknown { .. }
             | Command::Place { .. }
-            | Command::Handover { .. }
+            | Command::StartMove { .. }
             | Command::Purge { .. }
             | Command::AdmitNode { .. }
             | Command::LoadToolset { .. } => Ok(()),

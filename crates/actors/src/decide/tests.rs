@@ -58,15 +58,15 @@ fn home(epoch: u64) -> Option<Placement> {
     })
 }
 
-fn duties(placement: Option<Placement>, calls: &[Call], live: &[&str], now: u64) -> Plan {
+fn duties(placement: Option<Placement>, calls: &[Call], live: &[&str], now: u64) -> HomeDuties {
     let live: HashMap<String, String> = live.iter().map(|s| (s.to_string(), "t".into())).collect();
     let in_flight = HashSet::new();
-    let local = Local {
+    let activity = NodeActivity {
         node: ME,
         live_claims: &live,
         in_flight: &in_flight,
     };
-    home_duties(placement, calls, local, now)
+    home_duties(placement, calls, activity, now)
 }
 
 fn id(s: &str) -> CallId {
@@ -84,8 +84,8 @@ fn a_node_that_is_not_home_has_no_duties() {
         call("a", CallState::Approved),
         call("b", CallState::Pending),
     ];
-    assert_eq!(duties(other, &calls, &[], 5_000), Plan::default());
-    assert_eq!(duties(None, &calls, &[], 5_000), Plan::default());
+    assert_eq!(duties(other, &calls, &[], 5_000), HomeDuties::default());
+    assert_eq!(duties(None, &calls, &[], 5_000), HomeDuties::default());
 }
 
 #[test]
@@ -94,15 +94,15 @@ fn approved_calls_are_claimed_and_the_next_deadline_is_woken_for() {
         call("a", CallState::Approved),
         call("b", CallState::Pending),
     ];
-    let plan = duties(home(2), &calls, &[], 100);
+    let due = duties(home(2), &calls, &[], 100);
     assert_eq!(
-        plan.duties,
+        due.duties,
         [Duty::ClaimAndRun {
             call: id("a"),
             epoch: 2
         }]
     );
-    assert_eq!(plan.wake_at, Some(800));
+    assert_eq!(due.wake_at, Some(800));
 }
 
 #[test]
@@ -111,17 +111,17 @@ fn pending_and_approved_calls_expire_at_their_own_deadlines() {
         call("a", CallState::Approved),
         call("b", CallState::Pending),
     ];
-    let plan = duties(home(1), &calls, &[], 900);
+    let due = duties(home(1), &calls, &[], 900);
     assert_eq!(
-        plan.duties,
+        due.duties,
         [Duty::Expire {
             call: id("a"),
             epoch: 1
         }]
     );
-    assert_eq!(plan.wake_at, Some(1_000));
-    let plan = duties(home(1), &calls, &[], 1_000);
-    assert_eq!(plan.duties.len(), 2, "both deadlines passed: {plan:?}");
+    assert_eq!(due.wake_at, Some(1_000));
+    let due = duties(home(1), &calls, &[], 1_000);
+    assert_eq!(due.duties.len(), 2, "both deadlines passed: {due:?}");
 }
 
 #[test]
@@ -187,12 +187,16 @@ fn a_call_with_a_proposal_in_flight_is_skipped() {
     let calls = [call("a", CallState::Approved)];
     let live = HashMap::new();
     let in_flight = HashSet::from([id("a")]);
-    let local = Local {
+    let activity = NodeActivity {
         node: ME,
         live_claims: &live,
         in_flight: &in_flight,
     };
-    assert!(home_duties(home(1), &calls, local, 900).duties.is_empty());
+    assert!(
+        home_duties(home(1), &calls, activity, 900)
+            .duties
+            .is_empty()
+    );
 }
 
 #[test]

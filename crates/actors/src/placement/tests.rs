@@ -68,7 +68,7 @@ fn a_planned_move_hands_over_then_waits_for_executions_then_places() {
     let old = *VOTERS.iter().find(|n| **n != desired).unwrap();
     assert_eq!(
         next_step(view(at(old, 3, None), true), &VOTERS, |_| true),
-        Some(Command::Handover {
+        Some(Command::StartMove {
             tenant: "globex".into(),
             epoch: 3,
             to: desired

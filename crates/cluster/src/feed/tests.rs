@@ -31,7 +31,7 @@ spec:
 /// store does.
 struct Log {
     registry: SharedRegistry,
-    events: broadcast::Sender<Applied>,
+    events: broadcast::Sender<AppliedEntry>,
     index: u64,
     calls: u128,
 }
@@ -64,7 +64,7 @@ impl Log {
 
     /// Applies a command at the next index, without telling anyone: what a snapshot install
     /// looks like from outside.
-    fn apply(&mut self, command: Command) -> (Applied, u64) {
+    fn apply(&mut self, command: Command) -> (AppliedEntry, u64) {
         self.index += 1;
         let proposal = Proposal {
             request_id: uuid::Uuid::new_v4(),
@@ -79,7 +79,7 @@ impl Log {
             }
             _ => vec![],
         };
-        let applied = Applied {
+        let applied = AppliedEntry {
             index: self.index,
             proposal: Arc::new(proposal),
             result,

@@ -10,7 +10,7 @@ use gatehouse_gateway::pipeline::audit::refusal_message;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_server::RegistryService;
 use gatehouse_registry::cascade::Query;
-use gatehouse_registry::command::{Change, Response as Applied};
+use gatehouse_registry::command::{self, Change};
 use gatehouse_registry::redact;
 use gatehouse_registry::registry::Stored;
 use gatehouse_registry::resource::Role;
@@ -172,7 +172,7 @@ impl RegistryService for Registry {
         self.audit_writable()?;
         let written = self.cluster.propose(Command::Put { resources }).await;
         let outcome = |key: &ResourceKey| match &written {
-            Ok((Applied::Resources { changes }, _)) => changes
+            Ok((command::Response::Resources { changes }, _)) => changes
                 .iter()
                 .find(|c| &c.key == key)
                 .map_or("unchanged".to_owned(), |c| {
@@ -184,7 +184,7 @@ impl RegistryService for Registry {
         self.admin_change(&caller, "put", keys.iter().map(|k| (k, outcome(k))))
             .await?;
         let (applied, log_index) = written.map_err(write_error)?;
-        let Applied::Resources { changes } = applied else {
+        let command::Response::Resources { changes } = applied else {
             return Err(Status::internal("a put answered with something else"));
         };
         let results = changes

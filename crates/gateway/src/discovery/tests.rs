@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// A one-node cluster without Raft: each proposal is validated and applied at the next index.
-struct Local {
+struct OneNodeCluster {
     registry: SharedRegistry,
     proposed: Mutex<Vec<Command>>,
 }
 
-impl ClusterPort for Local {
+impl ClusterPort for OneNodeCluster {
     fn node_id(&self) -> NodeId {
         1
     }
@@ -53,7 +53,7 @@ impl ClusterPort for Local {
     }
 }
 
-fn cluster(yaml: &str) -> Local {
+fn cluster(yaml: &str) -> OneNodeCluster {
     let parsed = documents::parse("test", yaml);
     assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
     let mut registry = Registry::new();
@@ -69,7 +69,7 @@ fn cluster(yaml: &str) -> Local {
             },
         )
         .expect("the test registry applies");
-    Local {
+    OneNodeCluster {
         registry: SharedRegistry::new(registry),
         proposed: Mutex::default(),
     }
@@ -84,7 +84,11 @@ fn tool(name: &str, description: &str, annotations: Value) -> Value {
     })
 }
 
-fn stored_tool(local: &Local, tenant: Option<&str>, name: &str) -> Option<Object<ToolSpec>> {
+fn stored_tool(
+    local: &OneNodeCluster,
+    tenant: Option<&str>,
+    name: &str,
+) -> Option<Object<ToolSpec>> {
     let key = ResourceKey {
         kind: Kind::Tool,
         tenant: tenant.map(str::to_owned),

@@ -25,9 +25,7 @@ use gatehouse_actors::{Actors, Execution, Executor};
 use gatehouse_audit::{AuditLog, Kind};
 use gatehouse_cluster::cluster::{Cluster, WriteError, now_ms};
 use gatehouse_registry::plan::{CallRequest, Plan, PlanError, Validators, plan_call_with};
-use gatehouse_registry::{
-    ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response as Applied,
-};
+use gatehouse_registry::{ApplyError, ApprovalMode, CallId, CallState, Command, NewCall, Response};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -474,7 +472,7 @@ impl Pipeline {
             other => other.into(),
         })?;
         match applied {
-            Applied::ToolsetLoaded {
+            Response::ToolsetLoaded {
                 include_write_tools,
                 ..
             } => Ok(include_write_tools),
@@ -522,7 +520,7 @@ impl Pipeline {
             })
             .await?;
         let (id, state) = match applied {
-            Applied::Call { call_id, state } | Applied::Existing { call_id, state } => {
+            Response::Call { call_id, state } | Response::Existing { call_id, state } => {
                 (call_id, state)
             }
             other => {

@@ -154,3 +154,83 @@ fn yaml_round_trips() {
         assert_eq!(&again.resources[0].1, resource);
     }
 }
+
+/// The problems a one-document file reports: validation's own, as an operator sees them.
+fn problems(yaml: &str) -> Vec<String> {
+    let text = format!("apiVersion: gatehouse.dev/v1\n{yaml}");
+    parse("t.yaml", &text)
+        .problems
+        .into_iter()
+        .map(|p| format!("{}: {}", p.field.unwrap_or_default(), p.message))
+        .collect()
+}
+
+#[test]
+fn a_principal_never_stores_a_plain_key() {
+    let found = problems(
+        "kind: Principal\nmetadata: {name: p}\nspec: {apiKeySha256: gate_0123, roles: {acme: []}}",
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("spec.apiKeySha256: must be the 64 lower-case hex digits"));
+    assert!(found[1].starts_with("spec.roles.acme: lists no role"));
+    assert!(
+        !found.concat().contains("gate_0123"),
+        "the value is never echoed"
+    );
+}
+
+#[test]
+fn upstreams_name_credentials_and_need_urls() {
+    let found = problems(
+        "kind: Upstream\nmetadata: {name: u}\nspec: {type: mcp, credential: {env: A, file: /b}, timeoutMs: 0}",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.split(':').next().unwrap()).collect();
+    assert_eq!(
+        fields,
+        ["spec.url", "spec.credential", "spec.timeoutMs"],
+        "{found:?}"
+    );
+    assert!(found[1].contains("`credential: NAME`"), "{found:?}");
+    assert!(
+        problems(
+            "kind: Upstream\nmetadata: {name: u}\nspec: {type: mcp, url: 'http://h', credential: stripe}"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn tools_need_an_upstream_prefix_and_sound_constraints() {
+    let found = problems(
+        "kind: Tool\nmetadata: {name: refund}\nspec:\n  inputSchema: {type: object, properties: {a: {type: 12}}}\n  constraints: {a: {min: 5, max: 1, pattern: \"(\"}}",
+    );
+    let fields: Vec<&str> = found.iter().map(|p| p.split(':').next().unwrap()).collect();
+    assert_eq!(
+        fields,
+        [
+            "metadata.name",
+            "spec.inputSchema",
+            "spec.constraints.a",
+            "spec.constraints.a.pattern"
+        ],
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_skills_metadata_tenant_must_agree_with_its_scope() {
+    let found = problems(
+        "kind: Skill\nmetadata: {name: s, tenant: other}\nspec: {scope: {type: tenant, tenant: acme}, instructions: hi}",
+    );
+    assert_eq!(found.len(), 1);
+    assert!(found[0].starts_with("metadata.tenant:"), "{found:?}");
+}
+
+#[test]
+fn over_long_instructions_are_refused() {
+    let long = "x".repeat(2_001);
+    let found = problems(&format!(
+        "kind: Skill\nmetadata: {{name: s}}\nspec: {{scope: {{type: global}}, instructions: {long}}}"
+    ));
+    assert_eq!(found, ["spec.instructions: 2001 characters, at most 2000"]);
+}

@@ -1,7 +1,7 @@
 //! The call lifecycle: DESIGN's propose, approve, execute table, each row a method that checks
 //! its guard and either moves the call or refuses without touching anything.
 
-use super::{Placement, Registry};
+use super::Registry;
 use crate::call::{Call, CallId, CallState, Claim, NewCall, NodeId, Outcome, Timestamp, Verdict};
 use crate::command::Response;
 use crate::error::ApplyError;
@@ -212,8 +212,8 @@ impl Registry {
             }
         }
         self.check_home(&call.spec.tenant, node, epoch)?;
-        // A home handing over starts nothing new; it may still take back a lost claim of a
-        // retry-safe call, which the move is waiting for.
+        // A home whose tenant is moving away starts nothing new; it may still take back a lost
+        // claim of a retry-safe call, which the move is waiting for.
         let moving_to = self.placement(&call.spec.tenant).and_then(|p| p.moving_to);
         if let Some(to) = moving_to.filter(|_| call.state == CallState::Approved) {
             return Err(ApplyError::Refused {
@@ -333,68 +333,6 @@ impl Registry {
         Ok(touched(call, at))
     }
 
-    pub(super) fn place(
-        &mut self,
-        tenant: &str,
-        home: NodeId,
-        epoch: u64,
-    ) -> Result<Response, ApplyError> {
-        if !self.tenant_exists(tenant) {
-            return Err(ApplyError::NotFound {
-                what: format!("tenant {tenant}"),
-            });
-        }
-        let current = self.placement(tenant).map_or(0, |p| p.epoch);
-        if epoch <= current {
-            return Err(ApplyError::Refused {
-                reason: format!(
-                    "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
-                ),
-            });
-        }
-        self.state.placements.insert(
-            tenant.to_owned(),
-            Placement {
-                home,
-                epoch,
-                moving_to: None,
-            },
-        );
-        Ok(Response::Placed {
-            tenant: tenant.to_owned(),
-            home,
-            epoch,
-        })
-    }
-
-    pub(super) fn handover(
-        &mut self,
-        tenant: &str,
-        epoch: u64,
-        to: NodeId,
-    ) -> Result<Response, ApplyError> {
-        let Some(placement) = self.state.placements.get_mut(tenant) else {
-            return Err(ApplyError::NotFound {
-                what: format!("placement of tenant {tenant}"),
-            });
-        };
-        if placement.epoch != epoch {
-            return Err(ApplyError::StaleEpoch {
-                tenant: tenant.to_owned(),
-                node: placement.home,
-                epoch,
-                home: Some(placement.home),
-                current: placement.epoch,
-            });
-        }
-        placement.moving_to = Some(to);
-        Ok(Response::Placed {
-            tenant: tenant.to_owned(),
-            home: placement.home,
-            epoch,
-        })
-    }
-
     pub(super) fn purge(&mut self, before: Timestamp) -> Response {
         let old: Vec<CallId> = self
             .state
@@ -463,19 +401,6 @@ impl Registry {
             _ => Err(ApplyError::NotApprover {
                 principal: approver.to_owned(),
                 tenant: call.spec.tenant.clone(),
-            }),
-        }
-    }
-
-    fn check_home(&self, tenant: &str, node: NodeId, epoch: u64) -> Result<(), ApplyError> {
-        match self.placement(tenant) {
-            Some(p) if p.home == node && p.epoch == epoch => Ok(()),
-            placement => Err(ApplyError::StaleEpoch {
-                tenant: tenant.to_owned(),
-                node,
-                epoch,
-                home: placement.map(|p| p.home),
-                current: placement.map_or(0, |p| p.epoch),
             }),
         }
     }

@@ -3,10 +3,12 @@
 
 mod calls;
 mod lookup;
+mod placement;
 mod resources;
 mod restore;
 mod toolsets;
 
+pub use placement::Placement;
 pub use toolsets::ToolsetInfo;
 
 use crate::call::{Call, CallId, NodeId, Timestamp};
@@ -24,17 +26,6 @@ use uuid::Uuid;
 pub struct Stored {
     pub resource: Resource,
     pub generation: u64,
-}
-
-/// Where a tenant's approval queue lives; `epoch` grows on every move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
-    pub home: NodeId,
-    pub epoch: u64,
-    /// A planned move is under way: the home claims nothing more, its running executions
-    /// finish, then the leader places the tenant on this node under the next epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moving_to: Option<NodeId>,
 }
 
 /// A request id already applied, and the answer it got, so a retried proposal gets it again.
@@ -179,7 +170,7 @@ impl Registry {
                 home,
                 epoch,
             } => self.place(tenant, *home, *epoch)?,
-            Command::Handover { tenant, epoch, to } => self.handover(tenant, *epoch, *to)?,
+            Command::StartMove { tenant, epoch, to } => self.start_move(tenant, *epoch, *to)?,
             Command::Purge { before } => self.purge(*before),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
             Command::LoadToolset {
@@ -311,15 +302,6 @@ impl Registry {
             .into_iter()
             .flatten()
             .filter_map(|id| self.state.calls.get(id))
-    }
-
-    pub fn placement(&self, tenant: &str) -> Option<Placement> {
-        self.state.placements.get(tenant).copied()
-    }
-
-    /// Every tenant's placement, by tenant.
-    pub fn placements(&self) -> impl Iterator<Item = (&str, Placement)> + '_ {
-        self.state.placements.iter().map(|(t, p)| (t.as_str(), *p))
     }
 
     /// Every tenant's name, in order.

@@ -521,22 +521,6 @@ fn a_claim_after_a_policy_change_fails_the_call() {
 }
 
 #[test]
-fn a_claim_by_a_stale_epoch_is_refused() {
-    let mut h = Harness::new();
-    let id = h.propose(None, "{}", 0);
-    h.ok(Command::Place {
-        tenant: "acme".into(),
-        home: 2,
-        epoch: 2,
-    });
-    assert!(matches!(
-        h.claim(&id, 1, 1, "c1"),
-        Err(ApplyError::StaleEpoch { .. })
-    ));
-    h.claim(&id, 2, 2, "c1").unwrap();
-}
-
-#[test]
 fn a_lost_home_leaves_a_non_idempotent_call_unknown_until_resolved() {
     let mut h = Harness::new();
     let id = h.propose(None, "{}", 0);
@@ -660,45 +644,6 @@ fn a_home_that_restarted_may_declare_its_own_claim_lost() {
             .claim_id,
         "after-restart"
     );
-}
-
-#[test]
-fn a_home_handing_over_claims_nothing_but_its_claims_complete() {
-    let mut h = Harness::new();
-    let running = h.propose(None, "{}", 0);
-    let waiting = h.propose(None, r#"{"n":2}"#, 0);
-    h.claim(&running, 1, 1, "c1").unwrap();
-    h.ok(Command::Handover {
-        tenant: "acme".into(),
-        epoch: 1,
-        to: 2,
-    });
-    assert!(matches!(
-        h.claim(&waiting, 1, 1, "c2"),
-        Err(ApplyError::Refused { .. })
-    ));
-    h.ok(Command::Complete {
-        call_id: running.clone(),
-        claim_id: "c1".into(),
-        outcome: Outcome::Failed {
-            error: "boom".into(),
-        },
-    });
-    assert_eq!(h.state_of(&running), CallState::Failed);
-    assert!(matches!(
-        h.run(Command::Handover {
-            tenant: "acme".into(),
-            epoch: 7,
-            to: 2,
-        }),
-        Err(ApplyError::StaleEpoch { .. })
-    ));
-    h.ok(Command::Place {
-        tenant: "acme".into(),
-        home: 2,
-        epoch: 2,
-    });
-    h.claim(&waiting, 2, 2, "c3").unwrap();
 }
 
 #[test]
@@ -1141,7 +1086,7 @@ fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
         node: 1,
         addr: "127.0.0.1:7001".into(),
     });
-    h.ok(Command::Handover {
+    h.ok(Command::StartMove {
         tenant: "acme".into(),
         epoch: 1,
         to: 2,
@@ -1190,3 +1135,4 @@ fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
 }
 
 mod identity;
+mod placement;

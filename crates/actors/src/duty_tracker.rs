@@ -1,4 +1,4 @@
-//! What this node is doing for the queues it is home to: the claims whose executions run here,
+//! The duties this node carries out for the queues it is home to: the claims whose executions run here,
 //! the calls with a proposal in flight, and the tasks doing both. Kept per node, not per actor, so
 //! that a tenant actor restarted after a panic still tells a live claim from a lost one, and its
 //! executions are neither cut off nor run twice.
@@ -10,22 +10,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::task::AbortHandle;
 
+/// The node's record of the duties under way here, behind one lock.
 #[derive(Debug, Default)]
-pub(crate) struct Work {
-    state: Mutex<WorkState>,
+pub(crate) struct DutyTracker {
+    state: Mutex<TrackedDuties>,
     next_task: AtomicU64,
 }
 
+/// What the tracker holds; `NodeActivity` is the view of it that `home_duties` reads.
 #[derive(Debug, Default)]
-pub(crate) struct WorkState {
+pub(crate) struct TrackedDuties {
     /// The live claims: claim id to tenant.
     pub(crate) live_claims: HashMap<String, String>,
     pub(crate) in_flight: HashSet<CallId>,
     tasks: HashMap<u64, AbortHandle>,
 }
 
-impl Work {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, WorkState> {
+impl DutyTracker {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, TrackedDuties> {
         // The guarded sets stay consistent across a panic elsewhere: every change is one insert
         // or remove.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -65,13 +67,13 @@ impl Work {
         task: impl Future<Output = ()> + Send + 'static,
     ) {
         let id = self.next_task.fetch_add(1, Ordering::Relaxed);
-        let work = self.clone();
+        let tracker = self.clone();
         // Hold the lock across spawn so that a task that finishes at once cannot try to forget
         // itself before it is recorded.
         let mut state = self.lock();
         let handle = tokio::spawn(async move {
             task.await;
-            work.lock().tasks.remove(&id);
+            tracker.lock().tasks.remove(&id);
         });
         state.tasks.insert(id, handle.abort_handle());
     }

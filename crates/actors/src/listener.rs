@@ -1,0 +1,87 @@
+//! The node's listener on applied entries: it turns them into notes to the tenant actors they
+//! concern (starting the home's actor when a tenant moves here or a call of it is approved) and
+//! sweeps now and then for anything missed.
+
+use crate::context::NodeContext;
+use crate::supervisor::SupervisorMsg;
+use gatehouse_raft_store::AppliedEntry;
+use gatehouse_registry::Command;
+use ractor::ActorRef;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use tokio::sync::{broadcast, watch};
+
+pub(crate) async fn listen(
+    context: Arc<NodeContext>,
+    supervisor: ActorRef<SupervisorMsg>,
+    mut events: broadcast::Receiver<AppliedEntry>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut sweep = tokio::time::interval(context.settings.review_every);
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(applied) => route(&context, &supervisor, &applied),
+                Err(broadcast::error::RecvError::Lagged(_)) => sweep_homes(&context, &supervisor),
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = sweep.tick() => sweep_homes(&context, &supervisor),
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// The tenants an applied entry concerns: those of the calls it changed and those it placed.
+fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &AppliedEntry) {
+    let mut tenants: BTreeSet<&str> = applied
+        .calls
+        .iter()
+        .map(|c| c.spec.tenant.as_str())
+        .collect();
+    placed(&applied.proposal.command, &mut tenants);
+    if tenants.is_empty() {
+        return;
+    }
+    let registry = context.registry.read();
+    for tenant in tenants {
+        let home = registry
+            .placement(tenant)
+            .is_some_and(|p| p.home == context.node);
+        let _ = supervisor.cast(SupervisorMsg::Notify {
+            tenant: tenant.to_owned(),
+            spawn: home,
+        });
+    }
+}
+
+fn placed<'a>(command: &'a Command, into: &mut BTreeSet<&'a str>) {
+    match command {
+        Command::Place { tenant, .. } | Command::StartMove { tenant, .. } => {
+            into.insert(tenant);
+        }
+        Command::Batch { proposals } => {
+            for p in proposals {
+                placed(&p.command, into);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every tenant this node is home to that has unfinished calls gets a look: covers a restart,
+/// a lagging listener, and an installed snapshot, none of which come as events.
+fn sweep_homes(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>) {
+    let registry = context.registry.read();
+    let busy: HashSet<&str> = registry
+        .unfinished_calls()
+        .map(|c| c.spec.tenant.as_str())
+        .collect();
+    for (tenant, placement) in registry.placements() {
+        if placement.home == context.node && busy.contains(tenant) {
+            let _ = supervisor.cast(SupervisorMsg::Notify {
+                tenant: tenant.to_owned(),
+                spawn: true,
+            });
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! The keys things are stored under in sled: log indexes that sort in index order, applied
+//! commands under `cmd/`, and the state tree's applied log id and membership. A leaf: the log,
+//! the state machine, snapshots and recovery all read these, and it reads none of them.
+
+use crate::StoreError;
+
+/// The state tree's key for the last applied log id.
+pub(crate) const APPLIED: &[u8] = b"applied";
+/// The state tree's key for the membership as of the last applied log id.
+pub(crate) const MEMBERSHIP: &[u8] = b"membership";
+
+/// A log index as a key: big-endian, so sled's byte order is index order.
+pub(crate) fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+pub(crate) fn key_index(key: &[u8]) -> Result<u64, StoreError> {
+    let bytes: [u8; 8] = key
+        .try_into()
+        .map_err(|_| StoreError::Corrupt(format!("log key of {} bytes", key.len())))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+/// Applied commands live in the state tree under `cmd/<index BE>`.
+pub(crate) const CMD_PREFIX: &[u8; 4] = b"cmd/";
+
+pub(crate) fn cmd_key(index: u64) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..4].copy_from_slice(CMD_PREFIX);
+    key[4..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+pub(crate) fn cmd_index(key: &[u8]) -> Result<u64, StoreError> {
+    match key.strip_prefix(CMD_PREFIX.as_slice()) {
+        Some(rest) => key_index(rest),
+        None => Err(StoreError::Corrupt(format!("{key:?} is not a command key"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_index_and_round_trip() {
+        assert!(index_key(255) < index_key(256));
+        assert!(cmd_key(255) < cmd_key(256));
+        assert_eq!(key_index(&index_key(42)).unwrap(), 42);
+        assert_eq!(cmd_index(&cmd_key(7)).unwrap(), 7);
+        assert!(key_index(b"short").is_err());
+        assert!(cmd_index(b"applied").is_err());
+    }
+}

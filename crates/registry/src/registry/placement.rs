@@ -1,0 +1,114 @@
+//! Placement: which node is home to each tenant's approval queue, under which epoch, and a
+//! planned move to another node. The leader decides (`gatehouse_actors::placement`); apply only
+//! records its steps and refuses a home command whose epoch is not the current one.
+
+use super::Registry;
+use crate::call::NodeId;
+use crate::command::Response;
+use crate::error::ApplyError;
+use serde::{Deserialize, Serialize};
+
+/// Where a tenant's approval queue lives; `epoch` grows on every move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub home: NodeId,
+    pub epoch: u64,
+    /// A planned move is under way: the home claims nothing more, its running executions
+    /// finish, then the leader places the tenant on this node under the next epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving_to: Option<NodeId>,
+}
+
+impl Registry {
+    pub fn placement(&self, tenant: &str) -> Option<Placement> {
+        self.state.placements.get(tenant).copied()
+    }
+
+    /// Every tenant's placement, by tenant.
+    pub fn placements(&self) -> impl Iterator<Item = (&str, Placement)> + '_ {
+        self.state.placements.iter().map(|(t, p)| (t.as_str(), *p))
+    }
+
+    pub(super) fn place(
+        &mut self,
+        tenant: &str,
+        home: NodeId,
+        epoch: u64,
+    ) -> Result<Response, ApplyError> {
+        if !self.tenant_exists(tenant) {
+            return Err(ApplyError::NotFound {
+                what: format!("tenant {tenant}"),
+            });
+        }
+        let current = self.placement(tenant).map_or(0, |p| p.epoch);
+        if epoch <= current {
+            return Err(ApplyError::Refused {
+                reason: format!(
+                    "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
+                ),
+            });
+        }
+        self.state.placements.insert(
+            tenant.to_owned(),
+            Placement {
+                home,
+                epoch,
+                moving_to: None,
+            },
+        );
+        Ok(Response::Placed {
+            tenant: tenant.to_owned(),
+            home,
+            epoch,
+        })
+    }
+
+    /// Records the start of a planned move; the leader places the tenant on `to` later.
+    pub(super) fn start_move(
+        &mut self,
+        tenant: &str,
+        epoch: u64,
+        to: NodeId,
+    ) -> Result<Response, ApplyError> {
+        let Some(placement) = self.state.placements.get_mut(tenant) else {
+            return Err(ApplyError::NotFound {
+                what: format!("placement of tenant {tenant}"),
+            });
+        };
+        if placement.epoch != epoch {
+            return Err(ApplyError::StaleEpoch {
+                tenant: tenant.to_owned(),
+                node: placement.home,
+                epoch,
+                home: Some(placement.home),
+                current: placement.epoch,
+            });
+        }
+        placement.moving_to = Some(to);
+        Ok(Response::Placed {
+            tenant: tenant.to_owned(),
+            home: placement.home,
+            epoch,
+        })
+    }
+
+    /// Refuses a home command (claim, expire, mark unknown) from anyone but the tenant's home
+    /// under its current epoch.
+    pub(super) fn check_home(
+        &self,
+        tenant: &str,
+        node: NodeId,
+        epoch: u64,
+    ) -> Result<(), ApplyError> {
+        match self.placement(tenant) {
+            Some(p) if p.home == node && p.epoch == epoch => Ok(()),
+            placement => Err(ApplyError::StaleEpoch {
+                tenant: tenant.to_owned(),
+                node,
+                epoch,
+                home: placement.map(|p| p.home),
+                current: placement.map_or(0, |p| p.epoch),
+            }),
+        }
+    }
+}

@@ -149,10 +149,14 @@ pub fn jsonrpc_error(error: &GatewayError) -> rmcp::ErrorData {
         | ErrorCode::Expired
         | ErrorCode::Cancelled
         | ErrorCode::OutcomeUnknown
-        | ErrorCode::Conflict => rmcp::ErrorData::invalid_params(message, data),
-        ErrorCode::UpstreamFailed | ErrorCode::Unavailable | ErrorCode::Misconfigured => {
-            rmcp::ErrorData::internal_error(message, data)
-        }
+        | ErrorCode::Conflict
+        | ErrorCode::InvalidRequest
+        | ErrorCode::AlreadyExists => rmcp::ErrorData::invalid_params(message, data),
+        ErrorCode::UpstreamFailed
+        | ErrorCode::Unavailable
+        | ErrorCode::Misconfigured
+        | ErrorCode::DeadlineExceeded
+        | ErrorCode::Internal => rmcp::ErrorData::internal_error(message, data),
     }
 }
 

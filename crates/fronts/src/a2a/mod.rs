@@ -18,6 +18,7 @@ mod card;
 mod handler;
 mod task;
 
+use crate::services::status::to_status;
 use a2a_grpc::GrpcHandler;
 use a2a_pb::proto::a2a_service_server::A2aServiceServer;
 use axum::Router;
@@ -26,7 +27,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gatehouse_gateway::auth::Caller;
-use gatehouse_gateway::pipeline::Pipeline;
+use gatehouse_gateway::pipeline::{GatewayError, Pipeline};
 use gatehouse_registry::resource::Role;
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,9 +139,11 @@ fn grpc_edge(
     let caller = front
         .pipeline
         .authenticate_bearer(token)
-        .map_err(|e| e.into_status())?;
+        .map_err(|e| to_status(e.into()))?;
     if !is_some_agent(&caller) {
-        return Err(tonic::Status::permission_denied(not_an_agent(&caller)));
+        return Err(to_status(GatewayError::permission_denied(not_an_agent(
+            &caller,
+        ))));
     }
     Ok(request)
 }

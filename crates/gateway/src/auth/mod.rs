@@ -8,6 +8,7 @@ mod jwt;
 #[cfg(test)]
 mod tests;
 
+use crate::pipeline::GatewayError;
 use axum::response::{IntoResponse, Response};
 use gatehouse_registry::Registry;
 use gatehouse_registry::canonical::sha256_hex;
@@ -16,7 +17,6 @@ use gatehouse_registry::resource::{PrincipalSpec, Role};
 pub use issuer::{JwtIssuerConfig, JwtKeySource};
 use std::fmt;
 use std::sync::Arc;
-use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 /// The header naming the tenant a caller acts for, when it is an agent of several.
@@ -102,11 +102,11 @@ impl Caller {
             || self.spec.roles.get(tenant).is_some_and(|r| !r.is_empty())
     }
 
-    pub fn require_cluster(&self, roles: &[Role]) -> Result<(), Status> {
+    pub fn require_cluster(&self, roles: &[Role]) -> Result<(), GatewayError> {
         if roles.iter().any(|r| self.cluster(*r)) {
             Ok(())
         } else {
-            Err(Status::permission_denied(format!(
+            Err(GatewayError::permission_denied(format!(
                 "{} needs a cluster role: {}",
                 self.name,
                 roles
@@ -177,9 +177,8 @@ impl Authenticator {
         &self,
         registry: &Registry,
         metadata: &MetadataMap,
-    ) -> Result<Caller, Status> {
+    ) -> Result<Caller, AuthError> {
         self.authenticate_bearer(registry, bearer(metadata))
-            .map_err(AuthError::into_status)
     }
 
     /// The `Authorization: Bearer` credential of an HTTP request (the scheme in any case).
@@ -334,10 +333,6 @@ impl AuthError {
             .headers_mut()
             .insert(http::header::WWW_AUTHENTICATE, challenge);
         response
-    }
-
-    pub fn into_status(self) -> Status {
-        Status::unauthenticated(self.message)
     }
 }
 

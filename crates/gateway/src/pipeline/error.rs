@@ -209,30 +209,6 @@ impl GatewayError {
             )
         }
     }
-
-    /// As a gRPC status, for the gRPC front.
-    pub fn to_status(&self) -> tonic::Status {
-        use tonic::Code;
-        let code = match self.code {
-            ErrorCode::Unauthenticated => Code::Unauthenticated,
-            ErrorCode::PermissionDenied | ErrorCode::Denied => Code::PermissionDenied,
-            ErrorCode::NotFound | ErrorCode::UnknownTool => Code::NotFound,
-            ErrorCode::InvalidArguments | ErrorCode::InvalidRequest => Code::InvalidArgument,
-            ErrorCode::AlreadyExists => Code::AlreadyExists,
-            ErrorCode::RateLimited => Code::ResourceExhausted,
-            ErrorCode::Conflict
-            | ErrorCode::Misconfigured
-            | ErrorCode::ApprovalPending
-            | ErrorCode::Rejected
-            | ErrorCode::Expired
-            | ErrorCode::Cancelled
-            | ErrorCode::OutcomeUnknown => Code::FailedPrecondition,
-            ErrorCode::UpstreamFailed | ErrorCode::Unavailable => Code::Unavailable,
-            ErrorCode::DeadlineExceeded => Code::DeadlineExceeded,
-            ErrorCode::Internal => Code::Internal,
-        };
-        tonic::Status::new(code, self.message.clone())
-    }
 }
 
 impl From<&PlanError> for GatewayError {

@@ -9,7 +9,6 @@ mod jwt;
 mod tests;
 
 use crate::pipeline::GatewayError;
-use axum::response::{IntoResponse, Response};
 use gatehouse_registry::Registry;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::identity::{self, Owner};
@@ -284,7 +283,8 @@ fn looks_like_jwt(token: &str) -> bool {
 }
 
 /// Why a request is not authenticated; an HTTP front answers 401 with the challenge of
-/// [`AuthError::www_authenticate`].
+/// [`AuthError::www_authenticate`], and every front refuses it as a
+/// [`GatewayError`] of code `Unauthenticated`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct AuthError {
@@ -318,21 +318,6 @@ impl AuthError {
                 )
             }
         }
-    }
-
-    /// 401 with the `WWW-Authenticate` challenge and a JSON body
-    /// `{"error":{"code":"unauthenticated","message":...}}`.
-    pub fn into_http_response(self) -> Response {
-        let challenge = http::HeaderValue::from_str(&self.www_authenticate())
-            .unwrap_or_else(|_| http::HeaderValue::from_static("Bearer realm=\"gatehouse\""));
-        let body = serde_json::json!({
-            "error": {"code": "unauthenticated", "message": self.message}
-        });
-        let mut response = (http::StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-        response
-            .headers_mut()
-            .insert(http::header::WWW_AUTHENTICATE, challenge);
-        response
     }
 }
 

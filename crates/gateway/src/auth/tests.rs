@@ -557,28 +557,6 @@ fn the_challenge_names_the_error_only_when_a_credential_came() {
     );
 }
 
-#[tokio::test]
-async fn an_http_refusal_is_a_401_with_the_challenge_and_a_json_error() {
-    let error = AuthError {
-        kind: AuthErrorKind::UnknownPrincipal,
-        message: "unknown API key".into(),
-    };
-    let response = error.into_http_response();
-    assert_eq!(response.status(), http::StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        response.headers()[http::header::WWW_AUTHENTICATE],
-        "Bearer realm=\"gatehouse\", error=\"invalid_token\", error_description=\"unknown API key\""
-    );
-    let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-        .await
-        .unwrap();
-    let body: Value = serde_json::from_slice(&body).unwrap();
-    assert_eq!(
-        body,
-        json!({"error": {"code": "unauthenticated", "message": "unknown API key"}})
-    );
-}
-
 fn caller(name: &str) -> Caller {
     let registry = registry();
     let key = match name {

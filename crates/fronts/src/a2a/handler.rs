@@ -3,6 +3,7 @@
 
 use super::Front;
 use super::task::{refused_task, request_of, status_event, task_of};
+use crate::jsonrpc_error::jsonrpc_error;
 use a2a::{
     A2AError, AgentCard, Artifact, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
@@ -41,32 +42,37 @@ fn check_version(params: &ServiceParams) -> Result<(), A2AError> {
     }
 }
 
-fn forbidden(message: impl Into<String>) -> A2AError {
-    A2AError::invalid_request(message)
-}
-
 /// What a pipeline refusal is to a peer: a refusal of the task itself (policy, arguments,
 /// budget) ends the task `rejected`; anything else is an error of the request.
 fn refuses_task(error: &GatewayError) -> bool {
-    matches!(
-        error.code,
+    match error.code {
         ErrorCode::Denied
-            | ErrorCode::InvalidArguments
-            | ErrorCode::UnknownTool
-            | ErrorCode::RateLimited
-            | ErrorCode::Misconfigured
-    )
+        | ErrorCode::InvalidArguments
+        | ErrorCode::UnknownTool
+        | ErrorCode::RateLimited
+        | ErrorCode::Misconfigured => true,
+        ErrorCode::Unauthenticated
+        | ErrorCode::PermissionDenied
+        | ErrorCode::NotFound
+        | ErrorCode::ApprovalPending
+        | ErrorCode::Rejected
+        | ErrorCode::Expired
+        | ErrorCode::Cancelled
+        | ErrorCode::UpstreamFailed
+        | ErrorCode::OutcomeUnknown
+        | ErrorCode::Conflict
+        | ErrorCode::Unavailable
+        | ErrorCode::InvalidRequest
+        | ErrorCode::AlreadyExists
+        | ErrorCode::DeadlineExceeded
+        | ErrorCode::Internal => false,
+    }
 }
 
-fn request_error(error: GatewayError) -> A2AError {
-    match error.code {
-        ErrorCode::NotFound => A2AError::invalid_params(error.message),
-        ErrorCode::Unauthenticated | ErrorCode::PermissionDenied => forbidden(error.message),
-        ErrorCode::Conflict => {
-            A2AError::invalid_params(format!("{} ({})", error.message, error.hint))
-        }
-        _ => A2AError::internal(format!("{} ({})", error.message, error.hint)),
-    }
+/// An error of the request, through the map both JSON-RPC fronts share (a2a-grpc carries the
+/// same error over the gRPC binding).
+fn refused(error: GatewayError) -> A2AError {
+    jsonrpc_error(&error).into()
 }
 
 impl Front {
@@ -87,7 +93,7 @@ impl Front {
         let token = param(params, "authorization").and_then(bearer_credential);
         self.pipeline
             .authenticate_bearer(token)
-            .map_err(|e| forbidden(format!("unauthenticated: {e}")))
+            .map_err(|e| refused(e.into()))
     }
 
     /// The tenant a request acts in: the one it names (its `tenant` field, else the
@@ -101,7 +107,7 @@ impl Front {
         let requested = named
             .filter(|t| !t.trim().is_empty())
             .or_else(|| param(params, TENANT_HEADER));
-        agent_tenant(caller, requested).map_err(|choice| forbidden(choice.to_string()))
+        agent_tenant(caller, requested).map_err(|choice| refused(choice.into()))
     }
 
     /// A task the caller delegated. Another peer's task and no task at all read the same.
@@ -130,9 +136,11 @@ impl Front {
             )));
         }
         if message.message_id.trim().is_empty() {
-            return Err(A2AError::invalid_params("the message has no messageId"));
+            return Err(refused(GatewayError::invalid_request(
+                "the message has no messageId",
+            )));
         }
-        let asked = request_of(message)?;
+        let asked = request_of(message).map_err(refused)?;
         let input = CallInput {
             tenant,
             tool: asked.tool,
@@ -155,7 +163,7 @@ impl Front {
         match self.pipeline.call(&caller, input).await {
             Ok(envelope) => Ok((caller, Ok(envelope))),
             Err(e) if refuses_task(&e) => Ok((caller, Err(refused_task(&e, message)))),
-            Err(e) => Err(request_error(e)),
+            Err(e) => Err(refused(e)),
         }
     }
 }
@@ -189,7 +197,7 @@ fn follow(
             let now = match pipeline.status(&caller, &last.call_id) {
                 Ok(envelope) => envelope,
                 Err(e) => {
-                    let _ = events.send(Err(request_error(e))).await;
+                    let _ = events.send(Err(refused(e))).await;
                     return;
                 }
             };
@@ -294,14 +302,18 @@ impl RequestHandler for Front {
         let page_size = match req.page_size {
             None | Some(0) => DEFAULT_PAGE,
             Some(n) if n < 0 => {
-                return Err(A2AError::invalid_params("pageSize must not be negative"));
+                return Err(refused(GatewayError::invalid_request(
+                    "pageSize must not be negative",
+                )));
             }
             Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE).min(MAX_PAGE),
         };
         let offset = match req.page_token.as_deref().filter(|t| !t.is_empty()) {
             None => 0,
             Some(token) => token.parse::<usize>().map_err(|_| {
-                A2AError::invalid_params(format!("pageToken {token:?} is not one this server gave"))
+                refused(GatewayError::invalid_request(format!(
+                    "pageToken {token:?} is not one this server gave"
+                )))
             })?,
         };
         let after_ms = req
@@ -376,8 +388,9 @@ impl RequestHandler for Front {
             .unwrap_or("cancelled by the delegating peer");
         match self.pipeline.cancel(&caller, &req.id, reason).await {
             Ok(envelope) => Ok(task_of(&envelope)),
+            // The call moved on since it was read: A2A's own answer for that.
             Err(e) if e.code == ErrorCode::Conflict => Err(A2AError::task_not_cancelable(&req.id)),
-            Err(e) => Err(request_error(e)),
+            Err(e) => Err(refused(e)),
         }
     }
 

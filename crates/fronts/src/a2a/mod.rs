@@ -18,15 +18,17 @@ mod card;
 mod handler;
 mod task;
 
+use crate::jsonrpc_error::jsonrpc_error;
+use crate::services::status::to_status;
 use a2a_grpc::GrpcHandler;
 use a2a_pb::proto::a2a_service_server::A2aServiceServer;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use gatehouse_gateway::auth::Caller;
-use gatehouse_gateway::pipeline::Pipeline;
+use gatehouse_gateway::pipeline::{ErrorCode, GatewayError, Pipeline};
 use gatehouse_registry::resource::Role;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,25 +108,26 @@ fn is_some_agent(caller: &Caller) -> bool {
         .any(|roles| roles.contains(&Role::Agent))
 }
 
-fn not_an_agent(caller: &Caller) -> String {
-    format!(
-        "{} is an agent of no tenant: an A2A peer needs the agent role in the tenant it delegates to",
-        caller.name
+fn not_an_agent(caller: &Caller) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::PermissionDenied,
+        format!(
+            "{} is an agent of no tenant: an A2A peer needs the agent role in the tenant it \
+             delegates to",
+            caller.name
+        ),
+        "ask the tenant's admin for the agent role",
     )
 }
 
 async fn http_edge(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
     let caller = match front.pipeline.authenticate_http(request.headers()) {
         Ok(caller) => caller,
-        Err(e) => return e.into_http_response(),
+        Err(e) => return crate::http::unauthorized(e),
     };
     if !is_some_agent(&caller) {
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": a2a::error_code::INVALID_REQUEST, "message": not_an_agent(&caller)},
-        });
-        return (http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+        return jsonrpc_error(&not_an_agent(&caller))
+            .into_response(serde_json::Value::Null, http::StatusCode::FORBIDDEN);
     }
     next.run(request).await
 }
@@ -138,9 +141,9 @@ fn grpc_edge(
     let caller = front
         .pipeline
         .authenticate_bearer(token)
-        .map_err(|e| e.into_status())?;
+        .map_err(|e| to_status(e.into()))?;
     if !is_some_agent(&caller) {
-        return Err(tonic::Status::permission_denied(not_an_agent(&caller)));
+        return Err(to_status(not_an_agent(&caller)));
     }
     Ok(request)
 }

@@ -8,8 +8,7 @@
 //! unknown waits for an approver to resolve it, so it reads `TASK_STATE_AUTH_REQUIRED` too.
 
 use a2a::{
-    A2AError, Artifact, Message, Part, PartContent, Role, Task, TaskState, TaskStatus,
-    TaskStatusUpdateEvent,
+    Artifact, Message, Part, PartContent, Role, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use chrono::{DateTime, Utc};
 use gatehouse_gateway::executor::a2a::{DATA_ARGUMENTS, DATA_TOOL};
@@ -34,7 +33,7 @@ const EXPECTED: &str = "a Gatehouse task is one data part {\"tool\": \"upstream.
 
 /// Reads the task a message asks for: its one data part naming a tool. A message of text only,
 /// or with a data part of another shape, is refused with the shape that is expected.
-pub fn request_of(message: &Message) -> Result<Request, A2AError> {
+pub fn request_of(message: &Message) -> Result<Request, GatewayError> {
     let data: Vec<&Value> = message
         .parts
         .iter()
@@ -46,12 +45,12 @@ pub fn request_of(message: &Message) -> Result<Request, A2AError> {
     let value = match data.as_slice() {
         [one] => *one,
         [] => {
-            return Err(A2AError::invalid_params(format!(
+            return Err(GatewayError::invalid_request(format!(
                 "the message has no data part: {EXPECTED}"
             )));
         }
         _ => {
-            return Err(A2AError::invalid_params(format!(
+            return Err(GatewayError::invalid_request(format!(
                 "the message has {} data parts: {EXPECTED}",
                 data.len()
             )));
@@ -63,13 +62,13 @@ pub fn request_of(message: &Message) -> Result<Request, A2AError> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
-            A2AError::invalid_params(format!("the data part names no \"tool\": {EXPECTED}"))
+            GatewayError::invalid_request(format!("the data part names no \"tool\": {EXPECTED}"))
         })?;
     let arguments = match value.get(DATA_ARGUMENTS) {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(args @ Value::Object(_)) => args.clone(),
         Some(_) => {
-            return Err(A2AError::invalid_params(format!(
+            return Err(GatewayError::invalid_request(format!(
                 "the data part's \"arguments\" must be a JSON object: {EXPECTED}"
             )));
         }
@@ -332,7 +331,10 @@ mod tests {
             ],
         ] {
             let e = request_of(&message(parts)).unwrap_err();
-            assert_eq!(e.code, a2a::error_code::INVALID_PARAMS);
+            assert_eq!(
+                e.code,
+                gatehouse_gateway::pipeline::ErrorCode::InvalidRequest
+            );
             assert!(e.message.contains("\"tool\": \"upstream.tool\""), "{e:?}");
         }
     }

@@ -7,6 +7,7 @@
 //! handler inside `http::request::Parts`.
 
 use super::Front;
+use crate::jsonrpc_error::{INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, PARSE_ERROR};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
@@ -51,7 +52,7 @@ pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next
     let (mut parts, body) = request.into_parts();
     let caller = match front.pipeline.authenticate_http(&parts.headers) {
         Ok(caller) => caller,
-        Err(e) => return e.into_http_response(),
+        Err(e) => return crate::http::unauthorized(e),
     };
     let requested = parts
         .headers
@@ -112,11 +113,11 @@ fn too_large(max: usize) -> Response {
 /// The spec's JSON-RPC codes for what rmcp would otherwise refuse with a bare HTTP status.
 fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
     let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| jsonrpc_error(Value::Null, -32700, format!("parse error: {e}")))?;
+        .map_err(|e| refused(Value::Null, PARSE_ERROR, format!("parse error: {e}")))?;
     let Value::Object(message) = &value else {
-        return Err(jsonrpc_error(
+        return Err(refused(
             Value::Null,
-            -32600,
+            INVALID_REQUEST,
             "invalid request: send one JSON-RPC message as a JSON object (batches are not \
              supported)"
                 .into(),
@@ -132,22 +133,22 @@ fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
         || !(is_request_or_notification || is_response)
     {
         let id = if id_ok { id } else { Value::Null };
-        return Err(jsonrpc_error(
+        return Err(refused(
             id,
-            -32600,
+            INVALID_REQUEST,
             "invalid request: not a JSON-RPC 2.0 message".into(),
         ));
     }
     match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
-        Err(e) => Err(jsonrpc_error(id, -32602, format!("invalid params: {e}"))),
+        Err(e) => Err(refused(id, INVALID_PARAMS, format!("invalid params: {e}"))),
         // rmcp takes a known method whose params do not fit for a method of its own.
         Ok(ClientJsonRpcMessage::Request(request))
             if matches!(&request.request, ClientRequest::CustomRequest(c)
                 if MCP_METHODS.contains(&c.method.as_str())) =>
         {
-            Err(jsonrpc_error(
+            Err(refused(
                 id,
-                -32602,
+                INVALID_PARAMS,
                 "invalid params: they do not fit the method".into(),
             ))
         }
@@ -155,16 +156,9 @@ fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
     }
 }
 
-fn jsonrpc_error(id: Value, code: i64, message: String) -> Box<Response> {
-    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    Box::new(
-        (
-            StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response(),
-    )
+/// A message JSON-RPC itself refuses, answered with HTTP 400.
+fn refused(id: Value, code: i32, message: String) -> Box<Response> {
+    Box::new(JsonRpcError::new(code, message).into_response(id, StatusCode::BAD_REQUEST))
 }
 
 #[cfg(test)]

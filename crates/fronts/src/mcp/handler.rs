@@ -2,7 +2,7 @@
 //! pipeline, tasks for calls that wait, the guide prompt and the call resources.
 
 use super::guard::Agent;
-use super::render::{self, META_IDEMPOTENCY_KEY};
+use super::render::{self, META_IDEMPOTENCY_KEY, refused};
 use super::tasks;
 use super::tools::{CALL_STATUS, LOAD_TOOLSET, MAX_STATUS_WAIT_MS};
 use super::{Front, catalog, guide};
@@ -243,7 +243,11 @@ fn agent_of(extensions: &rmcp::model::Extensions) -> Result<Agent, McpError> {
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Agent>())
         .cloned()
-        .ok_or_else(|| McpError::internal_error("the request reached MCP unauthenticated", None))
+        .ok_or_else(|| {
+            refused(GatewayError::internal(
+                "the request reached MCP unauthenticated",
+            ))
+        })
 }
 
 impl ServerHandler for Handler {
@@ -274,7 +278,7 @@ impl ServerHandler for Handler {
         let tools = catalog::listing(&self.front.pipeline, &agent);
         let cursor = request.and_then(|r| r.cursor);
         let (page, next) = catalog::page(tools, cursor.as_deref())
-            .map_err(|()| McpError::invalid_params("unknown cursor", None))?;
+            .map_err(|()| refused(GatewayError::invalid_request("unknown cursor")))?;
         let mut result = ListToolsResult::with_all_items(page);
         result.next_cursor = next;
         Ok(result)
@@ -314,7 +318,7 @@ impl ServerHandler for Handler {
             .front
             .pipeline
             .status(&agent.caller, &request.task_id)
-            .map_err(|e| McpError::invalid_params(e.message, None))?;
+            .map_err(refused)?;
         Ok(GetTaskResult::new(tasks::detailed(&self.front, &envelope)))
     }
 
@@ -362,12 +366,12 @@ impl ServerHandler for Handler {
                 &request.name,
                 answer,
             )
-            .map_err(|e| render::jsonrpc_error(&e))?;
+            .map_err(refused)?;
         if !found {
-            return Err(McpError::invalid_params(
-                format!("unknown prompt {}", request.name),
-                None,
-            ));
+            return Err(refused(GatewayError::not_found(format!(
+                "unknown prompt {}",
+                request.name
+            ))));
         }
         Ok(
             GetPromptResult::new(vec![PromptMessage::new_text(Role::User, guide::TEXT)])
@@ -436,9 +440,11 @@ impl ServerHandler for Handler {
                 &uri,
                 answer,
             )
-            .map_err(|e| render::jsonrpc_error(&e))?;
+            .map_err(refused)?;
         match contents {
             Ok(contents) => Ok(ReadResourceResult::new(vec![contents]).into()),
+            // MCP's own code for a resource it does not have (rmcp answers a 2026-07-28 client
+            // with invalid params instead).
             Err(message) => Err(McpError::resource_not_found(message, None)),
         }
     }

@@ -1,8 +1,10 @@
 //! Envelopes and gateway errors as MCP results: the upstream's `CallToolResult` passed through,
 //! other JSON wrapped, every result's `_meta` carrying the call's envelope, and every refusal a
 //! tool-level error result (`isError: true`) whose `structuredContent.error` an agent can branch
-//! on and whose text says the same in words.
+//! on and whose text says the same in words. The methods that answer with a JSON-RPC error
+//! instead take it from `crate::jsonrpc_error`.
 
+use crate::jsonrpc_error::jsonrpc_error;
 use gatehouse_gateway::pipeline::{Envelope, ErrorCode, GatewayError, trace_id};
 use gatehouse_registry::{CallId, CallState};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject};
@@ -126,34 +128,10 @@ pub fn error_result(error: &GatewayError, envelope: Option<&Envelope>) -> CallTo
     result
 }
 
-/// A gateway error as a JSON-RPC error, for the methods that answer with one (`tasks/cancel`,
-/// `prompts/get`, `resources/read`): the caller's mistakes are invalid params, the gateway's
-/// own trouble an internal error, and the data carries the same code an error result would.
-pub fn jsonrpc_error(error: &GatewayError) -> rmcp::ErrorData {
-    let data = Some(json!({
-        "code": error.code.as_str(),
-        "retryable": error.retryable,
-        "hint": error.hint,
-    }));
-    let message = format!("{}: {}", error.code.as_str(), error.message);
-    match error.code {
-        ErrorCode::Unauthenticated
-        | ErrorCode::PermissionDenied
-        | ErrorCode::NotFound
-        | ErrorCode::UnknownTool
-        | ErrorCode::InvalidArguments
-        | ErrorCode::Denied
-        | ErrorCode::RateLimited
-        | ErrorCode::ApprovalPending
-        | ErrorCode::Rejected
-        | ErrorCode::Expired
-        | ErrorCode::Cancelled
-        | ErrorCode::OutcomeUnknown
-        | ErrorCode::Conflict => rmcp::ErrorData::invalid_params(message, data),
-        ErrorCode::UpstreamFailed | ErrorCode::Unavailable | ErrorCode::Misconfigured => {
-            rmcp::ErrorData::internal_error(message, data)
-        }
-    }
+/// A gateway error for the methods that answer with a JSON-RPC error (`tasks/*`,
+/// `prompts/get`, `resources/read`, listings), through the map both JSON-RPC fronts share.
+pub fn refused(error: GatewayError) -> rmcp::ErrorData {
+    jsonrpc_error(&error).into()
 }
 
 /// The answer to a `tools/call` (or a `call_status` poll) once the call's envelope is known:

@@ -9,9 +9,9 @@
 
 use super::Front;
 use super::guard::Agent;
-use super::render::{self, rfc3339};
+use super::render::{self, refused, rfc3339};
 use gatehouse_cluster::cluster::now_ms;
-use gatehouse_gateway::pipeline::Envelope;
+use gatehouse_gateway::pipeline::{Envelope, ErrorCode, GatewayError};
 use gatehouse_registry::CallState;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{DetailedTask, JsonObject, Task, TaskPayload, TaskStatus};
@@ -65,12 +65,13 @@ pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<
     let envelope = front
         .pipeline
         .status(&agent.caller, task_id)
-        .map_err(|e| McpError::invalid_params(e.message, None))?;
+        .map_err(refused)?;
     if envelope.state.is_finished() || envelope.state == CallState::OutcomeUnknown {
-        return Err(McpError::invalid_params(
+        return Err(refused(GatewayError::new(
+            ErrorCode::Conflict,
             format!("task {task_id} is already {}", envelope.state.as_str()),
-            None,
-        ));
+            "only a call still waiting for approval can be cancelled",
+        )));
     }
     front
         .pipeline
@@ -81,7 +82,7 @@ pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<
         )
         .await
         .map(|_| ())
-        .map_err(|e| render::jsonrpc_error(&e))
+        .map_err(refused)
 }
 
 /// A call's envelope as JSON (the `gatehouse://calls/{call_id}` resource).

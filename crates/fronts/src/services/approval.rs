@@ -6,13 +6,13 @@
 //! for a missing id.
 
 use super::convert::{self, call_record_to};
-use super::status::{apply_error, write_error};
+use super::status::{answer, to_status};
 use futures::{Stream, StreamExt};
 use gatehouse_audit::{AuditLog, Entry};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_cluster::feed::{CallFeed, ChangeKind, WatchEvent};
 use gatehouse_gateway::auth::{Authenticator, Caller};
-use gatehouse_gateway::pipeline::audit;
+use gatehouse_gateway::pipeline::{GatewayError, audit};
 use gatehouse_gateway::telemetry;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_server::ApprovalService;
@@ -44,34 +44,34 @@ impl Approvals {
         }
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
         let registry = self.cluster.registry.read();
-        self.auth.authenticate_grpc(&registry, request.metadata())
+        Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
     }
 
     /// The call, if it exists and its tenant is one the caller holds a role in.
-    fn visible_call(&self, caller: &Caller, id: &str) -> Result<Call, Status> {
+    fn visible_call(&self, caller: &Caller, id: &str) -> Result<Call, GatewayError> {
         if id.is_empty() {
-            return Err(Status::invalid_argument("call_id is required"));
+            return Err(GatewayError::invalid_request("call_id is required"));
         }
         let registry = self.cluster.registry.read();
         match registry.call(&CallId(id.to_owned())) {
             Some(call) if caller.member_of(&call.spec.tenant) => Ok(call.clone()),
-            _ => Err(apply_error(&ApplyError::NotFound {
-                what: format!("call {id}"),
-            })),
+            _ => Err(no_call(id)),
         }
     }
 
     /// A tenant the caller may review: it exists, and the caller is its approver or a cluster
     /// admin.
-    fn reviewable_tenant(&self, caller: &Caller, tenant: &str) -> Result<(), Status> {
+    fn reviewable_tenant(&self, caller: &Caller, tenant: &str) -> Result<(), GatewayError> {
         if tenant.is_empty() {
-            return Err(Status::invalid_argument("tenant is required"));
+            return Err(GatewayError::invalid_request("tenant is required"));
         }
         let exists = self.cluster.registry.read().tenant_exists(tenant);
         if !exists || !caller.member_of(tenant) {
-            return Err(Status::not_found(format!("tenant {tenant} does not exist")));
+            return Err(GatewayError::not_found(format!(
+                "tenant {tenant} does not exist"
+            )));
         }
         require_reviewer(caller, tenant)
     }
@@ -83,13 +83,13 @@ impl Approvals {
         decision: &str,
         caller: &Caller,
         call: &Call,
-        status: Status,
-    ) -> Status {
+        error: GatewayError,
+    ) -> GatewayError {
         let mut entry = audit::call_decision(call, approver(caller), decision);
-        entry.outcome = format!("refused:{:?}", status.code());
+        entry.outcome = refusal(&error);
         match self.audit.record_durable(entry).await {
-            Ok(_) => status,
-            Err(e) => Status::unavailable(audit::refusal_message(&e)),
+            Ok(_) => error,
+            Err(e) => audit::unavailable(&e),
         }
     }
 
@@ -103,7 +103,7 @@ impl Approvals {
         command: Command,
         call: &Call,
         chain: Vec<String>,
-    ) -> Result<(pb::CallRecord, u64), Status> {
+    ) -> Result<(pb::CallRecord, u64), GatewayError> {
         let (decision, principal) = match &command {
             Command::Approve { approver, .. } => ("approve", approver.clone()),
             Command::Reject { approver, .. } => ("reject", approver.clone()),
@@ -132,23 +132,24 @@ impl Approvals {
         command: Command,
         id: &str,
         intent: Entry,
-    ) -> Result<(pb::CallRecord, u64), Status> {
+    ) -> Result<(pb::CallRecord, u64), GatewayError> {
         let call_id = CallId(id.to_owned());
         let done = || audit::call_state_now(&self.cluster.registry, &call_id);
         let written =
             audit::propose_written_ahead(&self.audit, &self.cluster, intent, command, done)
                 .await
-                .map_err(|e| Status::unavailable(audit::refusal_message(&e)))?;
+                .map_err(|e| audit::unavailable(&e))?
+                .map_err(GatewayError::from);
         let outcome = match &written {
             Ok(_) => audit::call_state_now(&self.cluster.registry, &call_id),
-            Err(e) => format!("refused:{:?}", write_error(e.clone()).code()),
+            Err(e) => refusal(e),
         };
         tracing::Span::current().record("outcome", outcome.as_str());
-        let (_, log_index) = written.map_err(write_error)?;
+        let (_, log_index) = written?;
         let registry = self.cluster.registry.read();
         match registry.call(&call_id) {
             Some(call) => Ok((call_record_to(call), log_index)),
-            None => Err(Status::internal(format!(
+            None => Err(GatewayError::internal(format!(
                 "call {id} is gone after the decision"
             ))),
         }
@@ -166,8 +167,21 @@ fn approver(caller: &Caller) -> Vec<String> {
     chain
 }
 
+/// A refused decision's audit outcome: `refused:` and the gRPC code the caller is answered with.
+fn refusal(error: &GatewayError) -> String {
+    format!("refused:{:?}", to_status(error.clone()).code())
+}
+
+/// A call that does not exist for the caller, worded as one that does not exist at all.
+fn no_call(id: &str) -> GatewayError {
+    ApplyError::NotFound {
+        what: format!("call {id}"),
+    }
+    .into()
+}
+
 /// Approvers of the tenant and cluster admins may read and watch its calls.
-fn require_reviewer(caller: &Caller, tenant: &str) -> Result<(), Status> {
+fn require_reviewer(caller: &Caller, tenant: &str) -> Result<(), GatewayError> {
     if caller.cluster(Role::Admin) || caller.spec.has_role(tenant, Role::Approver) {
         Ok(())
     } else {
@@ -184,7 +198,7 @@ fn still_reviewer(registry: &SharedRegistry, name: &str, tenant: &str) -> bool {
 }
 
 /// Only the tenant's approvers decide; the registry checks it again when the command applies.
-fn require_approver(caller: &Caller, tenant: &str) -> Result<(), Status> {
+fn require_approver(caller: &Caller, tenant: &str) -> Result<(), GatewayError> {
     if caller.spec.has_role(tenant, Role::Approver) {
         Ok(())
     } else {
@@ -192,11 +206,12 @@ fn require_approver(caller: &Caller, tenant: &str) -> Result<(), Status> {
     }
 }
 
-fn not_approver(caller: &Caller, tenant: &str) -> Status {
-    apply_error(&ApplyError::NotApprover {
+fn not_approver(caller: &Caller, tenant: &str) -> GatewayError {
+    ApplyError::NotApprover {
         principal: caller.name.clone(),
         tenant: tenant.to_owned(),
-    })
+    }
+    .into()
 }
 
 fn page_size(requested: u32) -> usize {
@@ -206,9 +221,9 @@ fn page_size(requested: u32) -> usize {
     }
 }
 
-fn required(value: &str, what: &str) -> Result<(), Status> {
+fn required(value: &str, what: &str) -> Result<(), GatewayError> {
     if value.trim().is_empty() {
-        Err(Status::invalid_argument(what.to_owned()))
+        Err(GatewayError::invalid_request(what))
     } else {
         Ok(())
     }
@@ -240,12 +255,66 @@ fn event_to(event: WatchEvent) -> pb::ApprovalEvent {
 
 type Events = Pin<Box<dyn Stream<Item = Result<pb::ApprovalEvent, Status>> + Send>>;
 
+/// The wire side of the service: each method's error goes through the one map to a status.
 #[tonic::async_trait]
 impl ApprovalService for Approvals {
     async fn list_pending(
         &self,
         request: Request<pb::ListCallsRequest>,
     ) -> Result<Response<pb::ListCallsResponse>, Status> {
+        answer(self.list_calls(request).await)
+    }
+
+    type WatchPendingStream = Events;
+
+    async fn watch_pending(
+        &self,
+        request: Request<pb::WatchCallsRequest>,
+    ) -> Result<Response<Self::WatchPendingStream>, Status> {
+        answer(self.watch_calls(request).await)
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetCallRecordRequest>,
+    ) -> Result<Response<pb::GetCallRecordResponse>, Status> {
+        answer(self.get_call(request).await)
+    }
+
+    async fn approve(
+        &self,
+        request: Request<pb::ApproveCallRequest>,
+    ) -> Result<Response<pb::ApproveCallResponse>, Status> {
+        answer(self.approve_call(request).await)
+    }
+
+    async fn reject(
+        &self,
+        request: Request<pb::RejectCallRequest>,
+    ) -> Result<Response<pb::RejectCallResponse>, Status> {
+        answer(self.reject_call(request).await)
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelCallRequest>,
+    ) -> Result<Response<pb::CancelCallResponse>, Status> {
+        answer(self.cancel_call(request).await)
+    }
+
+    async fn resolve(
+        &self,
+        request: Request<pb::ResolveCallRequest>,
+    ) -> Result<Response<pb::ResolveCallResponse>, Status> {
+        answer(self.resolve_call(request).await)
+    }
+}
+
+impl Approvals {
+    async fn list_calls(
+        &self,
+        request: Request<pb::ListCallsRequest>,
+    ) -> Result<pb::ListCallsResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         self.reviewable_tenant(&caller, &request.tenant)?;
@@ -264,18 +333,16 @@ impl ApprovalService for Approvals {
             Some(last) if matching.next().is_some() => last.call_id.clone(),
             _ => String::new(),
         };
-        Ok(Response::new(pb::ListCallsResponse {
+        Ok(pb::ListCallsResponse {
             calls,
             next_page_token,
-        }))
+        })
     }
 
-    type WatchPendingStream = Events;
-
-    async fn watch_pending(
+    async fn watch_calls(
         &self,
         request: Request<pb::WatchCallsRequest>,
-    ) -> Result<Response<Self::WatchPendingStream>, Status> {
+    ) -> Result<Events, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         self.reviewable_tenant(&caller, &request.tenant)?;
@@ -287,7 +354,7 @@ impl ApprovalService for Approvals {
             .map(|event| Ok(event_to(event)))
             // The feed ends only when the node stops.
             .chain(futures::stream::once(async {
-                Err(Status::unavailable(
+                Err(GatewayError::unavailable(
                     "this node is stopping: resume from the last index on another node",
                 ))
             }))
@@ -298,7 +365,7 @@ impl ApprovalService for Approvals {
                     None
                 } else if event.is_ok() && !still_reviewer(&registry, &caller.name, &tenant) {
                     *ended = true;
-                    Some(Err(Status::permission_denied(format!(
+                    Some(Err(GatewayError::permission_denied(format!(
                         "{} may no longer review tenant {tenant}'s calls",
                         caller.name
                     ))))
@@ -307,31 +374,31 @@ impl ApprovalService for Approvals {
                 };
                 futures::future::ready(next)
             });
-        Ok(Response::new(Box::pin(events)))
+        Ok(Box::pin(events.map(|event| event.map_err(to_status))))
     }
 
-    async fn get(
+    async fn get_call(
         &self,
         request: Request<pb::GetCallRecordRequest>,
-    ) -> Result<Response<pb::GetCallRecordResponse>, Status> {
+    ) -> Result<pb::GetCallRecordResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let call = self.visible_call(&caller, &request.get_ref().call_id)?;
         require_reviewer(&caller, &call.spec.tenant)?;
-        Ok(Response::new(pb::GetCallRecordResponse {
+        Ok(pb::GetCallRecordResponse {
             call: Some(call_record_to(&call)),
-        }))
+        })
     }
 
-    async fn approve(
+    async fn approve_call(
         &self,
         request: Request<pb::ApproveCallRequest>,
-    ) -> Result<Response<pb::ApproveCallResponse>, Status> {
+    ) -> Result<pb::ApproveCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         required(&request.args_sha256, "name the args_sha256 you reviewed")?;
         let call = self.visible_call(&caller, &request.call_id)?;
-        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
-            return Err(self.refused("approve", &caller, &call, status).await);
+        if let Err(error) = require_approver(&caller, &call.spec.tenant) {
+            return Err(self.refused("approve", &caller, &call, error).await);
         }
         let command = Command::Approve {
             call_id: call.spec.id.clone(),
@@ -341,22 +408,22 @@ impl ApprovalService for Approvals {
             note: request.note,
         };
         let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
-        Ok(Response::new(pb::ApproveCallResponse {
+        Ok(pb::ApproveCallResponse {
             call: Some(call),
             log_index,
-        }))
+        })
     }
 
-    async fn reject(
+    async fn reject_call(
         &self,
         request: Request<pb::RejectCallRequest>,
-    ) -> Result<Response<pb::RejectCallResponse>, Status> {
+    ) -> Result<pb::RejectCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         required(&request.reason, "a rejection needs a reason")?;
         let call = self.visible_call(&caller, &request.call_id)?;
-        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
-            return Err(self.refused("reject", &caller, &call, status).await);
+        if let Err(error) = require_approver(&caller, &call.spec.tenant) {
+            return Err(self.refused("reject", &caller, &call, error).await);
         }
         let command = Command::Reject {
             call_id: call.spec.id.clone(),
@@ -365,16 +432,16 @@ impl ApprovalService for Approvals {
             reason: request.reason,
         };
         let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
-        Ok(Response::new(pb::RejectCallResponse {
+        Ok(pb::RejectCallResponse {
             call: Some(call),
             log_index,
-        }))
+        })
     }
 
-    async fn cancel(
+    async fn cancel_call(
         &self,
         request: Request<pb::CancelCallRequest>,
-    ) -> Result<Response<pb::CancelCallResponse>, Status> {
+    ) -> Result<pb::CancelCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         let call = self.visible_call(&caller, &request.call_id)?;
@@ -383,9 +450,7 @@ impl ApprovalService for Approvals {
         if !call.spec.chain.owned_by(caller.owner())
             && require_reviewer(&caller, &call.spec.tenant).is_err()
         {
-            return Err(apply_error(&ApplyError::NotFound {
-                what: format!("call {}", request.call_id),
-            }));
+            return Err(no_call(&request.call_id));
         }
         let command = Command::Cancel {
             call_id: call.spec.id.clone(),
@@ -395,16 +460,16 @@ impl ApprovalService for Approvals {
         };
         let chain = audit::chain(&caller, None);
         let (call, log_index) = self.decide(command, &call, chain).await?;
-        Ok(Response::new(pb::CancelCallResponse {
+        Ok(pb::CancelCallResponse {
             call: Some(call),
             log_index,
-        }))
+        })
     }
 
-    async fn resolve(
+    async fn resolve_call(
         &self,
         request: Request<pb::ResolveCallRequest>,
-    ) -> Result<Response<pb::ResolveCallResponse>, Status> {
+    ) -> Result<pb::ResolveCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         required(&request.note, "say what really happened in the note")?;
@@ -418,14 +483,14 @@ impl ApprovalService for Approvals {
                 error: request.note.clone(),
             },
             Ok(pb::ResolveOutcome::Unspecified) | Err(_) => {
-                return Err(Status::invalid_argument(
+                return Err(GatewayError::invalid_request(
                     "outcome must be RESOLVE_OUTCOME_SUCCEEDED or RESOLVE_OUTCOME_FAILED",
                 ));
             }
         };
         let call = self.visible_call(&caller, &request.call_id)?;
-        if let Err(status) = require_approver(&caller, &call.spec.tenant) {
-            return Err(self.refused("resolve", &caller, &call, status).await);
+        if let Err(error) = require_approver(&caller, &call.spec.tenant) {
+            return Err(self.refused("resolve", &caller, &call, error).await);
         }
         let command = Command::Resolve {
             call_id: call.spec.id.clone(),
@@ -435,10 +500,10 @@ impl ApprovalService for Approvals {
             note: request.note,
         };
         let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
-        Ok(Response::new(pb::ResolveCallResponse {
+        Ok(pb::ResolveCallResponse {
             call: Some(call),
             log_index,
-        }))
+        })
     }
 }
 

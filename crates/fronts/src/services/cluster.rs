@@ -2,9 +2,10 @@
 //! Membership changes run on the leader, one at a time; a node that is not the leader passes
 //! the call on, with the caller's credentials.
 
-use super::status::write_error;
+use super::status::{self, to_status};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_gateway::auth::{Authenticator, Caller, bearer};
+use gatehouse_gateway::pipeline::{ErrorCode, GatewayError};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::cluster_service_server::ClusterService;
@@ -47,9 +48,17 @@ impl Membership {
         }
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
         let registry = self.cluster.registry.read();
-        self.auth.authenticate_grpc(&registry, request.metadata())
+        Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
+    }
+
+    /// An operator's request: `Ok(None)` when this node leads and answers it, otherwise a
+    /// client for the leader to pass it on to.
+    async fn route<T>(&self, request: &Request<T>) -> Result<Option<Leader>, GatewayError> {
+        self.caller(request)?
+            .require_cluster(&[Role::Admin, Role::Operator])?;
+        Ok(self.leader_client().await?.map(|(client, _)| client))
     }
 
     fn view(&self) -> View {
@@ -64,9 +73,7 @@ impl Membership {
 
     /// `Ok(None)` when this node leads; otherwise a client for the leader, carrying the
     /// caller's own key.
-    async fn leader_client(
-        &self,
-    ) -> Result<Option<(ClusterServiceClient<tonic::transport::Channel>, NodeId)>, Status> {
+    async fn leader_client(&self) -> Result<Option<(Leader, NodeId)>, GatewayError> {
         let view = self.view();
         match view.leader {
             Some(leader) if leader == self.cluster.id => Ok(None),
@@ -74,10 +81,10 @@ impl Membership {
                 let addr = &view
                     .nodes
                     .get(&leader)
-                    .ok_or_else(|| Status::unavailable("the leader's address is unknown"))?
+                    .ok_or_else(|| GatewayError::unavailable("the leader's address is unknown"))?
                     .addr;
                 let unavailable = |e: tonic::transport::Error| {
-                    Status::unavailable(format!("leader {leader} at {addr}: {e}"))
+                    GatewayError::unavailable(format!("leader {leader} at {addr}: {e}"))
                 };
                 // The endpoint bounds connecting: a leader whose machine vanished answers no SYN,
                 // and the request after it went must not hang on TCP's own timeout.
@@ -92,7 +99,7 @@ impl Membership {
                 let client = ClusterServiceClient::new(channel);
                 Ok(Some((client, leader)))
             }
-            None => Err(Status::unavailable(
+            None => Err(GatewayError::unavailable(
                 "no leader: the cluster has no quorum right now",
             )),
         }
@@ -108,7 +115,7 @@ impl Membership {
 
     /// Refuses a voter set in which fewer than a majority answer. A node that has only just
     /// joined gets one reachability window to answer first.
-    async fn check_quorum(&self, voters: &BTreeSet<NodeId>) -> Result<(), Status> {
+    async fn check_quorum(&self, voters: &BTreeSet<NodeId>) -> Result<(), GatewayError> {
         let majority = voters.len() / 2 + 1;
         let up = || voters.iter().filter(|v| self.reachable(**v)).count();
         let deadline = tokio::time::Instant::now() + self.reachable_window;
@@ -117,7 +124,7 @@ impl Membership {
         }
         let up = up();
         if up < majority {
-            return Err(Status::failed_precondition(format!(
+            return Err(refused(format!(
                 "refused: only {up} of the resulting {} voters {voters:?} are reachable, and a majority needs {majority}",
                 voters.len()
             )));
@@ -136,9 +143,9 @@ impl Membership {
         (log_index, view.voters.into_iter().collect(), learners)
     }
 
-    async fn add_learner_here(&self, node: NodeId, addr: String) -> Result<u64, Status> {
+    async fn add_learner_here(&self, node: NodeId, addr: String) -> Result<u64, GatewayError> {
         if addr.parse::<std::net::SocketAddr>().is_err() {
-            return Err(Status::invalid_argument(format!(
+            return Err(GatewayError::invalid_request(format!(
                 "{addr:?} is not host:port"
             )));
         }
@@ -148,29 +155,44 @@ impl Membership {
                 node,
                 addr: addr.clone(),
             })
-            .await
-            .map_err(write_error)?;
+            .await?;
         let written = self
             .cluster
             .raft
             .add_learner(node, BasicNode { addr }, false)
             .await
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+            .map_err(|e| refused(e.to_string()))?;
         Ok(written.log_id.index)
     }
 
-    async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<u64, Status> {
+    async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<u64, GatewayError> {
         let changing = self.cluster.raft.change_membership(change, false);
         let written = tokio::time::timeout(MEMBERSHIP_DEADLINE, changing)
             .await
             .map_err(|_| {
-                Status::deadline_exceeded(format!(
-                    "the membership change was not committed within {MEMBERSHIP_DEADLINE:?}; it may still complete"
-                ))
+                GatewayError::new(
+                    ErrorCode::DeadlineExceeded,
+                    format!(
+                        "the membership change was not committed within {MEMBERSHIP_DEADLINE:?}; it may still complete"
+                    ),
+                    "read the cluster's status before trying again",
+                )
             })?
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+            .map_err(|e| refused(e.to_string()))?;
         Ok(written.log_id.index)
     }
+}
+
+/// A client of the leader's `ClusterService`.
+type Leader = ClusterServiceClient<tonic::transport::Channel>;
+
+/// A membership change the cluster cannot take as it stands.
+fn refused(message: String) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::Conflict,
+        message,
+        "read the cluster's status, and change one node at a time",
+    )
 }
 
 /// Carries the caller's bearer key on a call passed to the leader.
@@ -184,14 +206,17 @@ fn pass_on<T>(metadata: &tonic::metadata::MetadataMap, message: T) -> Request<T>
     request
 }
 
+/// The wire side of the service: each method's error goes through the one map to a status; a
+/// request passed on to the leader comes back with the leader's answer as it is.
 #[tonic::async_trait]
 impl ClusterService for Membership {
     async fn status(
         &self,
         request: Request<pb::ClusterStatusRequest>,
     ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
-        self.caller(&request)?
-            .require_cluster(&[Role::Admin, Role::Operator])?;
+        self.caller(&request)
+            .and_then(|caller| caller.require_cluster(&[Role::Admin, Role::Operator]))
+            .map_err(to_status)?;
         if let Ok(Some((mut leader, _))) = self.leader_client().await
             && let Ok(answer) = leader
                 .status(pass_on(request.metadata(), pb::ClusterStatusRequest {}))
@@ -243,44 +268,77 @@ impl ClusterService for Membership {
         &self,
         request: Request<pb::AddLearnerRequest>,
     ) -> Result<Response<pb::AddLearnerResponse>, Status> {
-        self.caller(&request)?
-            .require_cluster(&[Role::Admin, Role::Operator])?;
-        if let Some((mut leader, _)) = self.leader_client().await? {
+        if let Some(mut leader) = self.route(&request).await.map_err(to_status)? {
             let (metadata, _, message) = request.into_parts();
             return leader.add_learner(pass_on(&metadata, message)).await;
         }
-        let message = request.into_inner();
-        let index = self
-            .add_learner_here(message.node_id, message.grpc_addr)
-            .await?;
-        let (log_index, voters, learners) = self.answer(index);
-        Ok(Response::new(pb::AddLearnerResponse {
-            log_index,
-            voters,
-            learners,
-        }))
+        status::answer(self.add_learner_as_leader(request.into_inner()).await)
     }
 
     async fn promote(
         &self,
         request: Request<pb::PromoteRequest>,
     ) -> Result<Response<pb::PromoteResponse>, Status> {
-        self.caller(&request)?
-            .require_cluster(&[Role::Admin, Role::Operator])?;
-        if let Some((mut leader, _)) = self.leader_client().await? {
+        if let Some(mut leader) = self.route(&request).await.map_err(to_status)? {
             let (metadata, _, message) = request.into_parts();
             return leader.promote(pass_on(&metadata, message)).await;
         }
-        let node = request.into_inner().node_id;
+        status::answer(self.promote_as_leader(request.into_inner().node_id).await)
+    }
+
+    async fn remove(
+        &self,
+        request: Request<pb::RemoveRequest>,
+    ) -> Result<Response<pb::RemoveResponse>, Status> {
+        if let Some(mut leader) = self.route(&request).await.map_err(to_status)? {
+            let (metadata, _, message) = request.into_parts();
+            return leader.remove(pass_on(&metadata, message)).await;
+        }
+        status::answer(self.remove_as_leader(request.into_inner().node_id).await)
+    }
+
+    async fn join(
+        &self,
+        request: Request<pb::JoinRequest>,
+    ) -> Result<Response<pb::JoinResponse>, Status> {
+        // The answer carries the peer secret: under peer-mtls only a node holding a certificate
+        // from the cluster's CA may ask (the TLS layer's refusal passes as it is).
+        self.cluster.peers.check_client(&request)?;
+        if let Some(mut leader) = self.route(&request).await.map_err(to_status)? {
+            let (metadata, _, message) = request.into_parts();
+            return leader.join(pass_on(&metadata, message)).await;
+        }
+        status::answer(self.join_as_leader(request.into_inner()).await)
+    }
+}
+
+/// What the leader does with the requests it does not pass on.
+impl Membership {
+    async fn add_learner_as_leader(
+        &self,
+        message: pb::AddLearnerRequest,
+    ) -> Result<pb::AddLearnerResponse, GatewayError> {
+        let index = self
+            .add_learner_here(message.node_id, message.grpc_addr)
+            .await?;
+        let (log_index, voters, learners) = self.answer(index);
+        Ok(pb::AddLearnerResponse {
+            log_index,
+            voters,
+            learners,
+        })
+    }
+
+    async fn promote_as_leader(&self, node: NodeId) -> Result<pb::PromoteResponse, GatewayError> {
         let _one = self.changing.lock().await;
         let view = self.view();
         if !view.nodes.contains_key(&node) {
-            return Err(Status::not_found(format!(
+            return Err(GatewayError::not_found(format!(
                 "node {node} is not a member: add it as a learner first"
             )));
         }
         if view.voters.contains(&node) {
-            return Err(Status::already_exists(format!(
+            return Err(GatewayError::already_exists(format!(
                 "node {node} is already a voter"
             )));
         }
@@ -291,36 +349,26 @@ impl ClusterService for Membership {
             .change(ChangeMembers::AddVoterIds(BTreeSet::from([node])))
             .await?;
         let (log_index, voters, learners) = self.answer(index);
-        Ok(Response::new(pb::PromoteResponse {
+        Ok(pb::PromoteResponse {
             log_index,
             voters,
             learners,
-        }))
+        })
     }
 
-    async fn remove(
-        &self,
-        request: Request<pb::RemoveRequest>,
-    ) -> Result<Response<pb::RemoveResponse>, Status> {
-        self.caller(&request)?
-            .require_cluster(&[Role::Admin, Role::Operator])?;
-        if let Some((mut leader, _)) = self.leader_client().await? {
-            let (metadata, _, message) = request.into_parts();
-            return leader.remove(pass_on(&metadata, message)).await;
-        }
-        let node = request.into_inner().node_id;
+    async fn remove_as_leader(&self, node: NodeId) -> Result<pb::RemoveResponse, GatewayError> {
         let _one = self.changing.lock().await;
         let view = self.view();
         if !view.nodes.contains_key(&node) {
-            return Err(Status::not_found(format!("node {node} is not a member")));
+            return Err(GatewayError::not_found(format!(
+                "node {node} is not a member"
+            )));
         }
         let index = if view.voters.contains(&node) {
             let mut voters = view.voters.clone();
             voters.remove(&node);
             if voters.is_empty() {
-                return Err(Status::failed_precondition(
-                    "refused: that would leave no voter",
-                ));
+                return Err(refused("refused: that would leave no voter".to_owned()));
             }
             self.check_quorum(&voters).await?;
             // Not retained as a learner: the node leaves the cluster.
@@ -331,42 +379,32 @@ impl ClusterService for Membership {
                 .await?
         };
         let (log_index, voters, learners) = self.answer(index);
-        Ok(Response::new(pb::RemoveResponse {
+        Ok(pb::RemoveResponse {
             log_index,
             voters,
             learners,
-        }))
+        })
     }
 
-    async fn join(
+    async fn join_as_leader(
         &self,
-        request: Request<pb::JoinRequest>,
-    ) -> Result<Response<pb::JoinResponse>, Status> {
-        // The answer carries the peer secret: under peer-mtls only a node holding a certificate
-        // from the cluster's CA may ask.
-        self.cluster.peers.check_client(&request)?;
-        self.caller(&request)?
-            .require_cluster(&[Role::Admin, Role::Operator])?;
-        if let Some((mut leader, _)) = self.leader_client().await? {
-            let (metadata, _, message) = request.into_parts();
-            return leader.join(pass_on(&metadata, message)).await;
-        }
-        let message = request.into_inner();
+        message: pb::JoinRequest,
+    ) -> Result<pb::JoinResponse, GatewayError> {
         let secret = self
             .cluster
             .peers
             .secret()
-            .ok_or_else(|| Status::unavailable("this node holds no peer secret"))?;
+            .ok_or_else(|| GatewayError::unavailable("this node holds no peer secret"))?;
         let index = self
             .add_learner_here(message.node_id, message.grpc_addr)
             .await?;
         let (log_index, voters, learners) = self.answer(index);
-        Ok(Response::new(pb::JoinResponse {
+        Ok(pb::JoinResponse {
             leader_id: self.cluster.id,
             log_index,
             voters,
             learners,
             peer_secret: secret,
-        }))
+        })
     }
 }

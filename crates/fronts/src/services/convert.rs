@@ -1,23 +1,23 @@
 //! Between the registry's types and the wire's.
 
+use gatehouse_gateway::pipeline::GatewayError;
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::cascade::{Resolution, TraceEntry};
 use gatehouse_registry::classify::{ResolvedTool, ToolSource};
 use gatehouse_registry::registry::Stored;
 use gatehouse_registry::resource::{API_VERSION, Level};
 use gatehouse_registry::{Kind, Resource, ResourceKey};
-use tonic::Status;
 
-pub fn kind(text: &str) -> Result<Kind, Status> {
+pub fn kind(text: &str) -> Result<Kind, GatewayError> {
     Kind::parse(text).ok_or_else(|| {
-        Status::invalid_argument(format!(
+        GatewayError::invalid_request(format!(
             "unknown kind {text:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy"
         ))
     })
 }
 
-pub fn key_from(key: Option<pb::ResourceKey>) -> Result<ResourceKey, Status> {
-    let key = key.ok_or_else(|| Status::invalid_argument("key is required"))?;
+pub fn key_from(key: Option<pb::ResourceKey>) -> Result<ResourceKey, GatewayError> {
+    let key = key.ok_or_else(|| GatewayError::invalid_request("key is required"))?;
     Ok(ResourceKey {
         kind: kind(&key.kind)?,
         tenant: key.tenant.filter(|t| !t.is_empty()),
@@ -50,10 +50,10 @@ pub fn resource_to(stored: &Stored) -> pb::Resource {
 }
 
 /// A wire resource as the registry's, with errors that name the field.
-pub fn resource_from(r: pb::Resource) -> Result<Resource, Status> {
+pub fn resource_from(r: pb::Resource) -> Result<Resource, GatewayError> {
     let kind = kind(&r.kind)?;
     let spec: serde_json::Value = serde_json::from_str(&r.spec_json).map_err(|e| {
-        Status::invalid_argument(format!("{kind}/{}: spec_json is not JSON: {e}", r.name))
+        GatewayError::invalid_request(format!("{kind}/{}: spec_json is not JSON: {e}", r.name))
     })?;
     let mut metadata = serde_json::json!({ "name": r.name });
     if let Some(tenant) = r.tenant.filter(|t| !t.is_empty()) {
@@ -71,7 +71,7 @@ pub fn resource_from(r: pb::Resource) -> Result<Resource, Status> {
     serde_path_to_error::deserialize(document)
         .map(Resource::normalized)
         .map_err(|e| {
-            Status::invalid_argument(format!("{kind}/{}: {}: {}", r.name, e.path(), e.inner()))
+            GatewayError::invalid_request(format!("{kind}/{}: {}: {}", r.name, e.path(), e.inner()))
         })
 }
 
@@ -123,7 +123,7 @@ pub fn page_token(key: &ResourceKey) -> String {
     serde_json::to_vec(key).map(hex::encode).unwrap_or_default()
 }
 
-pub fn page_after(token: &str) -> Result<Option<ResourceKey>, Status> {
+pub fn page_after(token: &str) -> Result<Option<ResourceKey>, GatewayError> {
     if token.is_empty() {
         return Ok(None);
     }
@@ -131,7 +131,7 @@ pub fn page_after(token: &str) -> Result<Option<ResourceKey>, Status> {
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .map(Some)
-        .ok_or_else(|| Status::invalid_argument("page_token is not one this service issued"))
+        .ok_or_else(|| GatewayError::invalid_request("page_token is not one this service issued"))
 }
 
 /// A call as the approval and gateway services show it.
@@ -214,10 +214,12 @@ pub fn approval_mode_to(mode: gatehouse_registry::ApprovalMode) -> pb::ApprovalM
 }
 
 /// A mode from the wire; `None` for UNSPECIFIED.
-pub fn approval_mode_from(value: i32) -> Result<Option<gatehouse_registry::ApprovalMode>, Status> {
+pub fn approval_mode_from(
+    value: i32,
+) -> Result<Option<gatehouse_registry::ApprovalMode>, GatewayError> {
     use gatehouse_registry::ApprovalMode as M;
     let mode = pb::ApprovalMode::try_from(value)
-        .map_err(|_| Status::invalid_argument(format!("unknown approval mode {value}")))?;
+        .map_err(|_| GatewayError::invalid_request(format!("unknown approval mode {value}")))?;
     Ok(match mode {
         pb::ApprovalMode::Unspecified => None,
         pb::ApprovalMode::ReadOnly => Some(M::ReadOnly),
@@ -244,10 +246,10 @@ pub fn call_state_to(state: gatehouse_registry::CallState) -> pb::CallState {
 }
 
 /// A state from the wire; `None` for UNSPECIFIED.
-pub fn call_state_from(value: i32) -> Result<Option<gatehouse_registry::CallState>, Status> {
+pub fn call_state_from(value: i32) -> Result<Option<gatehouse_registry::CallState>, GatewayError> {
     use gatehouse_registry::CallState as S;
     let state = pb::CallState::try_from(value)
-        .map_err(|_| Status::invalid_argument(format!("unknown call state {value}")))?;
+        .map_err(|_| GatewayError::invalid_request(format!("unknown call state {value}")))?;
     Ok(match state {
         pb::CallState::Unspecified => None,
         pb::CallState::Pending => Some(S::Pending),

@@ -2,8 +2,9 @@
 //! the call to [`Pipeline`]; the envelope comes back as the pipeline made it.
 
 use super::convert::{approval_mode_to, call_record_to, call_state_to};
+use super::status::answer;
 use gatehouse_gateway::auth::Caller;
-use gatehouse_gateway::pipeline::{CallInput, Envelope, GatewayError, Pipeline};
+use gatehouse_gateway::pipeline::{CallInput, Envelope, ErrorCode, GatewayError, Pipeline};
 use gatehouse_gateway::telemetry;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_server::GatewayService;
@@ -20,17 +21,34 @@ impl Gateway {
         Gateway { pipeline }
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        self.pipeline.authenticate_grpc(request.metadata())
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
+        Ok(self.pipeline.authenticate_grpc(request.metadata())?)
     }
 }
 
+/// The wire side of the service: each method's error goes through the one map to a status.
 #[tonic::async_trait]
 impl GatewayService for Gateway {
     async fn call_tool(
         &self,
         request: Request<pb::CallToolRequest>,
     ) -> Result<Response<pb::CallToolResponse>, Status> {
+        answer(self.call(request).await)
+    }
+
+    async fn get_call(
+        &self,
+        request: Request<pb::GetCallRequest>,
+    ) -> Result<Response<pb::GetCallResponse>, Status> {
+        answer(self.read_call(request).await)
+    }
+}
+
+impl Gateway {
+    async fn call(
+        &self,
+        request: Request<pb::CallToolRequest>,
+    ) -> Result<pb::CallToolResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let trace_parent = telemetry::incoming(
             request
@@ -49,45 +67,41 @@ impl GatewayService for Gateway {
             requested_mode: None,
             trace_parent,
         };
-        let envelope = self
-            .pipeline
-            .call(&caller, input)
-            .await
-            .map_err(|e| e.to_status())?;
-        Ok(Response::new(pb::CallToolResponse {
+        let envelope = self.pipeline.call(&caller, input).await?;
+        Ok(pb::CallToolResponse {
             envelope: Some(envelope_to(&envelope)),
-        }))
+        })
     }
 
-    async fn get_call(
+    async fn read_call(
         &self,
         request: Request<pb::GetCallRequest>,
-    ) -> Result<Response<pb::GetCallResponse>, Status> {
+    ) -> Result<pb::GetCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let id = request.into_inner().call_id;
-        let call = self
-            .pipeline
-            .own_call(&caller, &id)
-            .map_err(|e: GatewayError| e.to_status())?;
-        Ok(Response::new(pb::GetCallResponse {
+        let call = self.pipeline.own_call(&caller, &id)?;
+        Ok(pb::GetCallResponse {
             envelope: Some(envelope_to(&Envelope::of_record(&call))),
             call: Some(call_record_to(&call)),
-        }))
+        })
     }
 }
 
-fn parse_arguments(text: &str) -> Result<Value, Status> {
+fn parse_arguments(text: &str) -> Result<Value, GatewayError> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
+    let invalid = |message: String| {
+        GatewayError::new(
+            ErrorCode::InvalidArguments,
+            message,
+            "send the tool's arguments as one JSON object",
+        )
+    };
     match serde_json::from_str(text) {
         Ok(value @ Value::Object(_)) => Ok(value),
-        Ok(_) => Err(Status::invalid_argument(
-            "arguments_json must be a JSON object",
-        )),
-        Err(e) => Err(Status::invalid_argument(format!(
-            "arguments_json is not JSON: {e}"
-        ))),
+        Ok(_) => Err(invalid("arguments_json must be a JSON object".to_owned())),
+        Err(e) => Err(invalid(format!("arguments_json is not JSON: {e}"))),
     }
 }
 
@@ -211,12 +225,12 @@ mod tests {
     fn arguments_must_be_a_json_object() {
         assert_eq!(parse_arguments("").unwrap(), serde_json::json!({}));
         assert_eq!(
-            parse_arguments("[1]").unwrap_err().code(),
-            tonic::Code::InvalidArgument
+            parse_arguments("[1]").unwrap_err().code,
+            ErrorCode::InvalidArguments
         );
         assert_eq!(
-            parse_arguments("{").unwrap_err().code(),
-            tonic::Code::InvalidArgument
+            parse_arguments("{").unwrap_err().code,
+            ErrorCode::InvalidArguments
         );
     }
 }

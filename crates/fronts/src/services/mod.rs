@@ -1,5 +1,5 @@
-//! The node's gRPC services. Each authenticates its caller and checks the role it needs; errors
-//! become status codes in `status` only.
+//! The node's gRPC services. Each authenticates its caller and checks the role it needs; its
+//! methods answer with a `GatewayError`, which becomes a status code in `status` only.
 
 pub mod approval;
 pub mod cluster;

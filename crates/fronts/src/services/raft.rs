@@ -2,8 +2,10 @@
 //! secret gets in (and, under `peer-mtls`, only over a connection that presented a client
 //! certificate from the cluster's CA); clients never talk to it.
 
+use super::status::{answer, to_status};
 use gatehouse_cluster::net::{ForwardReply, Forwarded, Peers};
 use gatehouse_gateway::auth::constant_time_eq;
+use gatehouse_gateway::pipeline::{ErrorCode, GatewayError};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::raft_service_server::RaftService;
 use gatehouse_raft_store::Raft;
@@ -29,10 +31,16 @@ impl RaftRpc {
         RaftRpc { raft, peers }
     }
 
+    /// Lets a peer in: the TLS layer's refusal of a connection without a client certificate
+    /// passes as it is; the peer secret is checked here.
     fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
         self.peers.check_client(request)?;
+        self.check_secret(request).map_err(to_status)
+    }
+
+    fn check_secret<T>(&self, request: &Request<T>) -> Result<(), GatewayError> {
         let Some(secret) = self.peers.secret() else {
-            return Err(Status::unavailable(
+            return Err(GatewayError::unavailable(
                 "this node has not joined a cluster yet",
             ));
         };
@@ -43,20 +51,21 @@ impl RaftRpc {
             .and_then(|v| v.strip_prefix("Bearer "));
         match presented {
             Some(p) if constant_time_eq(p.as_bytes(), secret.as_bytes()) => Ok(()),
-            _ => Err(Status::unauthenticated("not a peer of this cluster")),
+            _ => Err(GatewayError::unauthenticated("not a peer of this cluster")),
         }
     }
 }
 
-fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, Status> {
+fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, GatewayError> {
     serde_json::from_slice(payload)
-        .map_err(|e| Status::invalid_argument(format!("bad payload: {e}")))
+        .map_err(|e| GatewayError::invalid_request(format!("bad payload: {e}")))
 }
 
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, Status> {
-    serde_json::to_vec(value).map_err(|e| Status::internal(e.to_string()))
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, GatewayError> {
+    serde_json::to_vec(value).map_err(|e| GatewayError::internal(e.to_string()))
 }
 
+/// The wire side of the service: each method's error goes through the one map to a status.
 #[tonic::async_trait]
 impl RaftService for RaftRpc {
     async fn append_entries(
@@ -64,11 +73,7 @@ impl RaftService for RaftRpc {
         request: Request<pb::AppendEntriesRequest>,
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
         self.check(&request)?;
-        let rpc = decode(&request.into_inner().payload)?;
-        let result = self.raft.append_entries(rpc).await;
-        Ok(Response::new(pb::AppendEntriesResponse {
-            payload: encode(&result)?,
-        }))
+        answer(self.on_append_entries(request.into_inner()).await)
     }
 
     async fn vote(
@@ -76,11 +81,7 @@ impl RaftService for RaftRpc {
         request: Request<pb::VoteRequest>,
     ) -> Result<Response<pb::VoteResponse>, Status> {
         self.check(&request)?;
-        let rpc = decode(&request.into_inner().payload)?;
-        let result = self.raft.vote(rpc).await;
-        Ok(Response::new(pb::VoteResponse {
-            payload: encode(&result)?,
-        }))
+        answer(self.on_vote(request.into_inner()).await)
     }
 
     async fn install_snapshot(
@@ -88,11 +89,7 @@ impl RaftService for RaftRpc {
         request: Request<pb::InstallSnapshotRequest>,
     ) -> Result<Response<pb::InstallSnapshotResponse>, Status> {
         self.check(&request)?;
-        let rpc = decode(&request.into_inner().payload)?;
-        let result = self.raft.install_snapshot(rpc).await;
-        Ok(Response::new(pb::InstallSnapshotResponse {
-            payload: encode(&result)?,
-        }))
+        answer(self.on_install_snapshot(request.into_inner()).await)
     }
 
     async fn forward(
@@ -100,7 +97,55 @@ impl RaftService for RaftRpc {
         request: Request<pb::ForwardRequest>,
     ) -> Result<Response<pb::ForwardResponse>, Status> {
         self.check(&request)?;
-        let reply = match decode::<Forwarded>(&request.into_inner().payload)? {
+        answer(self.on_forward(request.into_inner()).await)
+    }
+
+    async fn timeout_now(
+        &self,
+        request: Request<pb::TimeoutNowRequest>,
+    ) -> Result<Response<pb::TimeoutNowResponse>, Status> {
+        self.check(&request)?;
+        answer(self.on_timeout_now(request.into_inner()).await)
+    }
+}
+
+/// What this node does on a peer's RPC, once the peer is let in.
+impl RaftRpc {
+    async fn on_append_entries(
+        &self,
+        request: pb::AppendEntriesRequest,
+    ) -> Result<pb::AppendEntriesResponse, GatewayError> {
+        let rpc = decode(&request.payload)?;
+        let result = self.raft.append_entries(rpc).await;
+        Ok(pb::AppendEntriesResponse {
+            payload: encode(&result)?,
+        })
+    }
+
+    async fn on_vote(&self, request: pb::VoteRequest) -> Result<pb::VoteResponse, GatewayError> {
+        let rpc = decode(&request.payload)?;
+        let result = self.raft.vote(rpc).await;
+        Ok(pb::VoteResponse {
+            payload: encode(&result)?,
+        })
+    }
+
+    async fn on_install_snapshot(
+        &self,
+        request: pb::InstallSnapshotRequest,
+    ) -> Result<pb::InstallSnapshotResponse, GatewayError> {
+        let rpc = decode(&request.payload)?;
+        let result = self.raft.install_snapshot(rpc).await;
+        Ok(pb::InstallSnapshotResponse {
+            payload: encode(&result)?,
+        })
+    }
+
+    async fn on_forward(
+        &self,
+        request: pb::ForwardRequest,
+    ) -> Result<pb::ForwardResponse, GatewayError> {
+        let reply = match decode::<Forwarded>(&request.payload)? {
             Forwarded::Write(proposal) => match self.raft.client_write(proposal).await {
                 Ok(written) => ForwardReply::Applied(written.data, written.log_id.index),
                 Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
@@ -115,22 +160,20 @@ impl RaftService for RaftRpc {
                 Err(e) => ForwardReply::Failed(e.to_string()),
             },
         };
-        Ok(Response::new(pb::ForwardResponse {
+        Ok(pb::ForwardResponse {
             payload: encode(&reply)?,
-        }))
+        })
     }
 
-    async fn timeout_now(
+    async fn on_timeout_now(
         &self,
-        request: Request<pb::TimeoutNowRequest>,
-    ) -> Result<Response<pb::TimeoutNowResponse>, Status> {
-        self.check(&request)?;
-        let asked = request.into_inner();
+        asked: pb::TimeoutNowRequest,
+    ) -> Result<pb::TimeoutNowResponse, GatewayError> {
         let metrics = self.raft.metrics().borrow().clone();
         // Only the leader this node follows, in the term it follows it, may hand over: a late or
         // foreign request must not unseat a healthy leader.
         if metrics.current_leader != Some(asked.leader_id) || metrics.current_term != asked.term {
-            return Err(Status::failed_precondition(format!(
+            return Err(not_now(format!(
                 "node {} leads in term {}, not node {} in term {}",
                 metrics
                     .current_leader
@@ -146,21 +189,27 @@ impl RaftService for RaftRpc {
             .voter_ids()
             .any(|id| id == metrics.id)
         {
-            return Err(Status::failed_precondition(format!(
-                "node {} is not a voter",
-                metrics.id
-            )));
+            return Err(not_now(format!("node {} is not a voter", metrics.id)));
         }
         self.raft
             .trigger()
             .elect()
             .await
-            .map_err(|e| Status::unavailable(e.to_string()))?;
+            .map_err(|e| GatewayError::unavailable(e.to_string()))?;
         tracing::info!(
             from = asked.leader_id,
             term = asked.term,
             "starting an election: the leader is handing over"
         );
-        Ok(Response::new(pb::TimeoutNowResponse {}))
+        Ok(pb::TimeoutNowResponse {})
     }
+}
+
+/// A hand-over this node will not start as things stand.
+fn not_now(message: String) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::Conflict,
+        message,
+        "the leader reads the cluster again and picks a successor",
+    )
 }

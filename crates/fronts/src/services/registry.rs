@@ -2,11 +2,12 @@
 //! resolve. Writes go through Raft from any node; reads answer from this node's copy.
 
 use super::convert::{self, page_after, page_token};
-use super::status::write_error;
+use super::status::answer;
 use gatehouse_audit::{self as audit, AuditLog, Entry};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_gateway::auth::{Authenticator, Caller};
-use gatehouse_gateway::pipeline::audit::refusal_message;
+use gatehouse_gateway::pipeline::GatewayError;
+use gatehouse_gateway::pipeline::audit::unavailable;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_server::RegistryService;
 use gatehouse_registry::cascade::Query;
@@ -42,8 +43,7 @@ impl Registry {
         caller: &Caller,
         decision: &str,
         changes: impl IntoIterator<Item = (&'a ResourceKey, String)>,
-    ) -> Result<(), Status> {
-        let unavailable = |e: std::io::Error| Status::unavailable(refusal_message(&e));
+    ) -> Result<(), GatewayError> {
         for (key, outcome) in changes {
             self.audit
                 .record(Entry {
@@ -55,26 +55,24 @@ impl Registry {
                     outcome,
                     ..Entry::default()
                 })
-                .map_err(unavailable)?;
+                .map_err(|e| unavailable(&e))?;
         }
-        self.audit.flush().await.map_err(unavailable)
+        self.audit.flush().await.map_err(|e| unavailable(&e))
     }
 
     /// An audit log known to take no entry refuses an admin change before it is proposed.
-    fn audit_writable(&self) -> Result<(), Status> {
-        self.audit
-            .writable()
-            .map_err(|e| Status::unavailable(refusal_message(&e)))
+    fn audit_writable(&self) -> Result<(), GatewayError> {
+        self.audit.writable().map_err(|e| unavailable(&e))
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
         let registry = self.cluster.registry.read();
-        self.auth.authenticate_grpc(&registry, request.metadata())
+        Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
     }
 
-    async fn maybe_linearizable(&self, wanted: bool) -> Result<(), Status> {
+    async fn maybe_linearizable(&self, wanted: bool) -> Result<(), GatewayError> {
         if wanted {
-            self.cluster.linearizable().await.map_err(write_error)?;
+            self.cluster.linearizable().await?;
         }
         Ok(())
     }
@@ -96,11 +94,13 @@ fn visible(caller: &Caller, key: &ResourceKey) -> bool {
 }
 
 /// A tenant the caller holds no role in does not exist for it.
-fn require_member(caller: &Caller, tenant: &str) -> Result<(), Status> {
+fn require_member(caller: &Caller, tenant: &str) -> Result<(), GatewayError> {
     if caller.member_of(tenant) {
         Ok(())
     } else {
-        Err(Status::not_found(format!("tenant {tenant} does not exist")))
+        Err(GatewayError::not_found(format!(
+            "tenant {tenant} does not exist"
+        )))
     }
 }
 
@@ -136,22 +136,67 @@ fn shown(caller: &Caller, stored: &Stored) -> pb::Resource {
     resource
 }
 
-fn forbid(caller: &Caller, key: &ResourceKey) -> Status {
+fn forbid(caller: &Caller, key: &ResourceKey) -> GatewayError {
     // Tenants and principals are cluster-wide: refusing says nothing about any tenant.
     let cluster_wide = matches!(key.kind, Kind::Tenant | Kind::Principal);
     if cluster_wide || visible(caller, key) {
-        Status::permission_denied(format!("{} may not change {key}", caller.name))
+        GatewayError::permission_denied(format!("{} may not change {key}", caller.name))
     } else {
-        Status::not_found(format!("{key} does not exist"))
+        GatewayError::not_found(format!("{key} does not exist"))
     }
 }
 
+/// The wire side of the service: each method's error goes through the one map to a status.
 #[tonic::async_trait]
 impl RegistryService for Registry {
     async fn apply(
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<Response<pb::ApplyResponse>, Status> {
+        answer(self.apply_resources(request).await)
+    }
+
+    async fn get(
+        &self,
+        request: Request<pb::GetResourceRequest>,
+    ) -> Result<Response<pb::GetResourceResponse>, Status> {
+        answer(self.get_resource(request).await)
+    }
+
+    async fn list(
+        &self,
+        request: Request<pb::ListResourcesRequest>,
+    ) -> Result<Response<pb::ListResourcesResponse>, Status> {
+        answer(self.list_resources(request).await)
+    }
+
+    async fn delete(
+        &self,
+        request: Request<pb::DeleteResourceRequest>,
+    ) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        answer(self.delete_resource(request).await)
+    }
+
+    async fn resolve_skills(
+        &self,
+        request: Request<pb::ResolveSkillsRequest>,
+    ) -> Result<Response<pb::ResolveSkillsResponse>, Status> {
+        answer(self.resolve_skills_of(request).await)
+    }
+
+    async fn resolve_skill_tools(
+        &self,
+        request: Request<pb::ResolveSkillToolsRequest>,
+    ) -> Result<Response<pb::ResolveSkillToolsResponse>, Status> {
+        answer(self.resolve_skill_tools_of(request).await)
+    }
+}
+
+impl Registry {
+    async fn apply_resources(
+        &self,
+        request: Request<pb::ApplyRequest>,
+    ) -> Result<pb::ApplyResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let resources = request
             .into_inner()
@@ -160,7 +205,7 @@ impl RegistryService for Registry {
             .map(convert::resource_from)
             .collect::<Result<Vec<_>, _>>()?;
         if resources.is_empty() {
-            return Err(Status::invalid_argument("no resources to apply"));
+            return Err(GatewayError::invalid_request("no resources to apply"));
         }
         for r in &resources {
             let key = r.key();
@@ -183,9 +228,9 @@ impl RegistryService for Registry {
         };
         self.admin_change(&caller, "put", keys.iter().map(|k| (k, outcome(k))))
             .await?;
-        let (applied, log_index) = written.map_err(write_error)?;
+        let (applied, log_index) = written?;
         let command::Response::Resources { changes } = applied else {
-            return Err(Status::internal("a put answered with something else"));
+            return Err(GatewayError::internal("a put answered with something else"));
         };
         let results = changes
             .iter()
@@ -199,30 +244,30 @@ impl RegistryService for Registry {
                 generation: c.generation,
             })
             .collect();
-        Ok(Response::new(pb::ApplyResponse { results, log_index }))
+        Ok(pb::ApplyResponse { results, log_index })
     }
 
-    async fn get(
+    async fn get_resource(
         &self,
         request: Request<pb::GetResourceRequest>,
-    ) -> Result<Response<pb::GetResourceResponse>, Status> {
+    ) -> Result<pb::GetResourceResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         let key = convert::key_from(request.key)?;
         self.maybe_linearizable(request.linearizable).await?;
         let registry = self.cluster.registry.read();
         match registry.get(&key).filter(|_| visible(&caller, &key)) {
-            Some(stored) => Ok(Response::new(pb::GetResourceResponse {
+            Some(stored) => Ok(pb::GetResourceResponse {
                 resource: Some(shown(&caller, stored)),
-            })),
-            None => Err(Status::not_found(format!("{key} does not exist"))),
+            }),
+            None => Err(GatewayError::not_found(format!("{key} does not exist"))),
         }
     }
 
-    async fn list(
+    async fn list_resources(
         &self,
         request: Request<pb::ListResourcesRequest>,
-    ) -> Result<Response<pb::ListResourcesResponse>, Status> {
+    ) -> Result<pb::ListResourcesResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         let kinds = if request.kind.is_empty() {
@@ -261,16 +306,16 @@ impl RegistryService for Registry {
             (true, Some(last)) => page_token(&last.resource.key()),
             _ => String::new(),
         };
-        Ok(Response::new(pb::ListResourcesResponse {
+        Ok(pb::ListResourcesResponse {
             resources: page.into_iter().map(|s| shown(&caller, s)).collect(),
             next_page_token,
-        }))
+        })
     }
 
-    async fn delete(
+    async fn delete_resource(
         &self,
         request: Request<pb::DeleteResourceRequest>,
-    ) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+    ) -> Result<pb::DeleteResourceResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let key = convert::key_from(request.into_inner().key)?;
         if !writable(&caller, &key) {
@@ -278,10 +323,10 @@ impl RegistryService for Registry {
         }
         let exists = self.cluster.registry.read().get(&key).is_some();
         if !exists {
-            return Ok(Response::new(pb::DeleteResourceResponse {
+            return Ok(pb::DeleteResourceResponse {
                 deleted: false,
                 log_index: 0,
-            }));
+            });
         }
         self.audit_writable()?;
         let written = self
@@ -296,17 +341,17 @@ impl RegistryService for Registry {
         };
         self.admin_change(&caller, "delete", [(&key, outcome)])
             .await?;
-        let (_, log_index) = written.map_err(write_error)?;
-        Ok(Response::new(pb::DeleteResourceResponse {
+        let (_, log_index) = written?;
+        Ok(pb::DeleteResourceResponse {
             deleted: true,
             log_index,
-        }))
+        })
     }
 
-    async fn resolve_skills(
+    async fn resolve_skills_of(
         &self,
         request: Request<pb::ResolveSkillsRequest>,
-    ) -> Result<Response<pb::ResolveSkillsResponse>, Status> {
+    ) -> Result<pb::ResolveSkillsResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         require_member(&caller, &request.tenant)?;
@@ -317,23 +362,25 @@ impl RegistryService for Registry {
             user: request.user,
         };
         let resolution = registry.resolve_skills(&query);
-        Ok(Response::new(convert::resolution_to(
+        Ok(convert::resolution_to(
             &resolution,
             registry.applied_index(),
-        )))
+        ))
     }
 
-    async fn resolve_skill_tools(
+    async fn resolve_skill_tools_of(
         &self,
         request: Request<pb::ResolveSkillToolsRequest>,
-    ) -> Result<Response<pb::ResolveSkillToolsResponse>, Status> {
+    ) -> Result<pb::ResolveSkillToolsResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         require_member(&caller, &request.tenant)?;
         let registry = self.cluster.registry.read();
         let tools = registry
             .resolve_skill_tools(&request.tenant, &request.skill)
-            .ok_or_else(|| Status::not_found(format!("skill {} does not exist", request.skill)))?;
+            .ok_or_else(|| {
+                GatewayError::not_found(format!("skill {} does not exist", request.skill))
+            })?;
         let size = page_size(request.page_size);
         let start = if request.page_token.is_empty() {
             0
@@ -345,10 +392,10 @@ impl RegistryService for Registry {
             Some(last) if start + page.len() < tools.len() => last.tool.clone(),
             _ => String::new(),
         };
-        Ok(Response::new(pb::ResolveSkillToolsResponse {
+        Ok(pb::ResolveSkillToolsResponse {
             tools: page.into_iter().map(convert::resolved_tool_to).collect(),
             next_page_token,
             applied_index: registry.applied_index(),
-        }))
+        })
     }
 }

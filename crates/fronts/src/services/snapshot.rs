@@ -2,11 +2,12 @@
 //! copied between two applies after a linearizable read, so the copy is exactly the state at
 //! one applied index, and it is streamed in chunks well under the gRPC message limit.
 
-use super::status::write_error;
+use super::status::answer;
 use futures::Stream;
 use gatehouse_cluster::backup::{FORMAT, Header};
 use gatehouse_cluster::cluster::{Cluster, now_ms};
 use gatehouse_gateway::auth::Authenticator;
+use gatehouse_gateway::pipeline::GatewayError;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::snapshot_service_server::SnapshotService;
 use gatehouse_registry::resource::Role;
@@ -29,13 +30,13 @@ impl Snapshots {
     }
 
     /// The registry's bytes and applied index, read after every write committed so far.
-    async fn read_state(&self) -> Result<(Vec<u8>, u64), Status> {
-        self.cluster.linearizable().await.map_err(write_error)?;
+    async fn read_state(&self) -> Result<(Vec<u8>, u64), GatewayError> {
+        self.cluster.linearizable().await?;
         let copy = self.cluster.registry.read().clone();
         // Serialised off the lock and off the async workers: a big registry takes a while.
         tokio::task::spawn_blocking(move || (copy.to_bytes(), copy.applied_index()))
             .await
-            .map_err(|e| Status::internal(format!("serialising the registry: {e}")))
+            .map_err(|e| GatewayError::internal(format!("serialising the registry: {e}")))
     }
 }
 
@@ -59,6 +60,7 @@ pub fn chunks(info: pb::SnapshotInfo, body: Vec<u8>) -> impl Stream<Item = pb::S
 
 type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::SnapshotChunk, Status>> + Send>>;
 
+/// The wire side of the service: its error goes through the one map to a status.
 #[tonic::async_trait]
 impl SnapshotService for Snapshots {
     type SaveStream = ChunkStream;
@@ -67,6 +69,15 @@ impl SnapshotService for Snapshots {
         &self,
         request: Request<pb::SaveSnapshotRequest>,
     ) -> Result<Response<Self::SaveStream>, Status> {
+        answer(self.save_backup(request).await)
+    }
+}
+
+impl Snapshots {
+    async fn save_backup(
+        &self,
+        request: Request<pb::SaveSnapshotRequest>,
+    ) -> Result<ChunkStream, GatewayError> {
         {
             let registry = self.cluster.registry.read();
             self.auth
@@ -87,7 +98,7 @@ impl SnapshotService for Snapshots {
         };
         tracing::info!(index, bytes = body.len(), "backup served");
         use futures::StreamExt;
-        Ok(Response::new(Box::pin(chunks(info, body).map(Ok))))
+        Ok(Box::pin(chunks(info, body).map(Ok)))
     }
 }
 

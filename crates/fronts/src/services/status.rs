@@ -1,60 +1,95 @@
-//! Errors to gRPC status codes, in one place: every error variant gets a deliberate code.
+//! Gateway errors as gRPC statuses: the one map from a [`GatewayError`] to a status code. Every
+//! gRPC service answers its errors through it, and so does the A2A gRPC binding's edge; each
+//! code is a deliberate choice, and a new code does not compile until it has one.
+//!
+//! Two statuses pass through as they are: one a forwarded request's leader answered, and the
+//! TLS layer's refusal of a peer RPC that came without a client certificate
+//! (`gatehouse_cluster::tls`).
 
-use gatehouse_actors::ActorsError;
-use gatehouse_cluster::cluster::WriteError;
-use gatehouse_registry::ApplyError;
-use gatehouse_registry::plan::PlanError;
-use tonic::Status;
+use gatehouse_gateway::pipeline::{ErrorCode, GatewayError};
+use tonic::{Code, Response, Status};
 
-pub fn apply_error(e: &ApplyError) -> Status {
-    let text = e.to_string();
-    match e {
-        ApplyError::Invalid { .. } => Status::invalid_argument(text),
-        ApplyError::NotFound { .. } => Status::not_found(text),
-        ApplyError::AlreadyExists { .. } => Status::already_exists(text),
-        ApplyError::InUse { .. }
-        | ApplyError::WrongState { .. }
-        | ApplyError::ArgsMismatch { .. }
-        | ApplyError::NotExpired { .. }
-        | ApplyError::DeadlinePassed { .. }
-        | ApplyError::IdempotencyConflict { .. }
-        | ApplyError::StaleEpoch { .. }
-        | ApplyError::ClaimMismatch { .. }
-        | ApplyError::Refused { .. } => Status::failed_precondition(text),
-        ApplyError::NotApprover { .. }
-        | ApplyError::InChain { .. }
-        | ApplyError::NotInChain { .. } => Status::permission_denied(text),
-        ApplyError::AlreadyDecided { .. } => Status::already_exists(text),
-    }
+/// The status a gRPC caller gets for `error`, with its message as it is.
+pub fn to_status(error: GatewayError) -> Status {
+    let code = match error.code {
+        ErrorCode::Unauthenticated => Code::Unauthenticated,
+        ErrorCode::PermissionDenied | ErrorCode::Denied => Code::PermissionDenied,
+        ErrorCode::NotFound | ErrorCode::UnknownTool => Code::NotFound,
+        ErrorCode::InvalidArguments | ErrorCode::InvalidRequest => Code::InvalidArgument,
+        ErrorCode::AlreadyExists => Code::AlreadyExists,
+        ErrorCode::RateLimited => Code::ResourceExhausted,
+        // The request does not fit the state of what it names; a call waiting or ended is
+        // such a state too.
+        ErrorCode::Conflict
+        | ErrorCode::Misconfigured
+        | ErrorCode::ApprovalPending
+        | ErrorCode::Rejected
+        | ErrorCode::Expired
+        | ErrorCode::Cancelled
+        | ErrorCode::OutcomeUnknown => Code::FailedPrecondition,
+        ErrorCode::UpstreamFailed | ErrorCode::Unavailable => Code::Unavailable,
+        ErrorCode::DeadlineExceeded => Code::DeadlineExceeded,
+        ErrorCode::Internal => Code::Internal,
+    };
+    Status::new(code, error.message)
 }
 
-pub fn write_error(e: WriteError) -> Status {
-    match e {
-        WriteError::Rejected(e) => apply_error(&e),
-        WriteError::Unavailable(..) => Status::unavailable(e.to_string()),
-        WriteError::Stopped(_) => Status::unavailable(e.to_string()),
-    }
+/// A service method's answer: its message, or its error through [`to_status`].
+pub fn answer<T>(result: Result<T, GatewayError>) -> Result<Response<T>, Status> {
+    result.map(Response::new).map_err(to_status)
 }
 
-/// Why a call was refused before anything was proposed or run. An unknown tenant reads the same
-/// as one the caller holds no role in (the gateway answers that one with this too).
-pub fn plan_error(e: &PlanError) -> Status {
-    match e {
-        PlanError::UnknownTenant(tenant) => {
-            Status::not_found(format!("tenant {tenant} does not exist"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_its_status() {
+        let expected = [
+            (ErrorCode::Unauthenticated, Code::Unauthenticated),
+            (ErrorCode::PermissionDenied, Code::PermissionDenied),
+            (ErrorCode::NotFound, Code::NotFound),
+            (ErrorCode::UnknownTool, Code::NotFound),
+            (ErrorCode::InvalidArguments, Code::InvalidArgument),
+            (ErrorCode::Denied, Code::PermissionDenied),
+            (ErrorCode::RateLimited, Code::ResourceExhausted),
+            (ErrorCode::ApprovalPending, Code::FailedPrecondition),
+            (ErrorCode::Rejected, Code::FailedPrecondition),
+            (ErrorCode::Expired, Code::FailedPrecondition),
+            (ErrorCode::Cancelled, Code::FailedPrecondition),
+            (ErrorCode::UpstreamFailed, Code::Unavailable),
+            (ErrorCode::OutcomeUnknown, Code::FailedPrecondition),
+            (ErrorCode::Conflict, Code::FailedPrecondition),
+            (ErrorCode::Unavailable, Code::Unavailable),
+            (ErrorCode::Misconfigured, Code::FailedPrecondition),
+            (ErrorCode::InvalidRequest, Code::InvalidArgument),
+            (ErrorCode::AlreadyExists, Code::AlreadyExists),
+            (ErrorCode::DeadlineExceeded, Code::DeadlineExceeded),
+            (ErrorCode::Internal, Code::Internal),
+        ];
+        assert_eq!(expected.len(), ErrorCode::ALL.len());
+        for (code, status) in expected {
+            let refused = to_status(GatewayError::new(code, "the words", "a hint"));
+            assert_eq!(refused.code(), status, "{code:?}");
+            assert_eq!(
+                refused.message(),
+                "the words",
+                "the message as it is, no hint"
+            );
         }
-        PlanError::UnknownTool(_) => Status::not_found(e.to_string()),
-        PlanError::NotAnAgent { .. } | PlanError::Refused(_) => {
-            Status::permission_denied(e.to_string())
-        }
-        PlanError::InvalidArguments(_) => Status::invalid_argument(e.to_string()),
-        // The admin's declaration is broken, not the caller's request.
-        PlanError::BadSchema(_) => Status::failed_precondition(e.to_string()),
     }
-}
 
-pub fn actors_error(e: &ActorsError) -> Status {
-    match e {
-        ActorsError::Spawn(_) | ActorsError::Tenant(_) => Status::unavailable(e.to_string()),
+    /// An approver deciding on a call of a tenant it does not approve for is denied, not told
+    /// the call is in the wrong state.
+    #[test]
+    fn an_approver_of_another_tenant_is_permission_denied() {
+        let refused = gatehouse_registry::ApplyError::NotApprover {
+            principal: "dave".into(),
+            tenant: "acme".into(),
+        };
+        let written = gatehouse_cluster::cluster::WriteError::Rejected(refused);
+        let status = to_status(written.into());
+        assert_eq!(status.code(), Code::PermissionDenied);
+        assert_eq!(status.message(), "dave is not an approver of tenant acme");
     }
 }

@@ -8,7 +8,7 @@ mod jwt;
 #[cfg(test)]
 mod tests;
 
-use axum::response::{IntoResponse, Response};
+use crate::pipeline::GatewayError;
 use gatehouse_registry::Registry;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::identity::{self, Owner};
@@ -16,7 +16,6 @@ use gatehouse_registry::resource::{PrincipalSpec, Role};
 pub use issuer::{JwtIssuerConfig, JwtKeySource};
 use std::fmt;
 use std::sync::Arc;
-use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 /// The header naming the tenant a caller acts for, when it is an agent of several.
@@ -102,11 +101,11 @@ impl Caller {
             || self.spec.roles.get(tenant).is_some_and(|r| !r.is_empty())
     }
 
-    pub fn require_cluster(&self, roles: &[Role]) -> Result<(), Status> {
+    pub fn require_cluster(&self, roles: &[Role]) -> Result<(), GatewayError> {
         if roles.iter().any(|r| self.cluster(*r)) {
             Ok(())
         } else {
-            Err(Status::permission_denied(format!(
+            Err(GatewayError::permission_denied(format!(
                 "{} needs a cluster role: {}",
                 self.name,
                 roles
@@ -177,9 +176,8 @@ impl Authenticator {
         &self,
         registry: &Registry,
         metadata: &MetadataMap,
-    ) -> Result<Caller, Status> {
+    ) -> Result<Caller, AuthError> {
         self.authenticate_bearer(registry, bearer(metadata))
-            .map_err(AuthError::into_status)
     }
 
     /// The `Authorization: Bearer` credential of an HTTP request (the scheme in any case).
@@ -285,7 +283,8 @@ fn looks_like_jwt(token: &str) -> bool {
 }
 
 /// Why a request is not authenticated; an HTTP front answers 401 with the challenge of
-/// [`AuthError::www_authenticate`].
+/// [`AuthError::www_authenticate`], and every front refuses it as a
+/// [`GatewayError`] of code `Unauthenticated`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct AuthError {
@@ -319,25 +318,6 @@ impl AuthError {
                 )
             }
         }
-    }
-
-    /// 401 with the `WWW-Authenticate` challenge and a JSON body
-    /// `{"error":{"code":"unauthenticated","message":...}}`.
-    pub fn into_http_response(self) -> Response {
-        let challenge = http::HeaderValue::from_str(&self.www_authenticate())
-            .unwrap_or_else(|_| http::HeaderValue::from_static("Bearer realm=\"gatehouse\""));
-        let body = serde_json::json!({
-            "error": {"code": "unauthenticated", "message": self.message}
-        });
-        let mut response = (http::StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-        response
-            .headers_mut()
-            .insert(http::header::WWW_AUTHENTICATE, challenge);
-        response
-    }
-
-    pub fn into_status(self) -> Status {
-        Status::unauthenticated(self.message)
     }
 }
 

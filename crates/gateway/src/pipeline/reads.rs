@@ -8,7 +8,6 @@ use gatehouse_registry::ToolsetInfo;
 use gatehouse_registry::resource::{ToolSpec, UpstreamKind};
 use gatehouse_registry::{Call, CallId};
 use tokio::sync::watch;
-use tonic::Status;
 
 impl Pipeline {
     /// Authenticates a bearer token (an API key or a JWT), wherever it came from.
@@ -21,7 +20,7 @@ impl Pipeline {
     pub fn authenticate_grpc(
         &self,
         metadata: &tonic::metadata::MetadataMap,
-    ) -> Result<Caller, Status> {
+    ) -> Result<Caller, AuthError> {
         let registry = self.cluster.registry.read();
         self.authenticator.authenticate_grpc(&registry, metadata)
     }

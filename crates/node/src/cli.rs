@@ -1,8 +1,8 @@
-//! The command line.
+//! The command line: the clap tree, and dispatch to `cmd`, where each command keeps the
+//! arguments it takes and the flags every command shares (`client::Remote`, `Output`).
 
 use crate::cmd;
-use crate::config::RawServeConfig;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,39 +14,9 @@ use std::process::ExitCode;
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub remote: Remote,
+    pub remote: cmd::client::Remote,
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Where a command that talks to the cluster goes, and with which key.
-#[derive(Debug, Clone, Args)]
-pub struct Remote {
-    /// Any node's gRPC address: `host:port`, or `https://host:port` for a node that serves TLS
-    /// (with --ca).
-    #[arg(
-        long,
-        global = true,
-        env = "GATEHOUSE_ADDR",
-        default_value = "127.0.0.1:7401"
-    )]
-    pub addr: String,
-    /// PEM file of the CA that signed the node's certificate: the connection is TLS, verified
-    /// against it.
-    #[arg(long, global = true, env = "GATEHOUSE_CA", value_name = "PEM")]
-    pub ca: Option<PathBuf>,
-    /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
-    #[arg(long, global = true, env = "GATEHOUSE_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
-    /// Output format for commands that print data.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
-    pub output: Output,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
 }
 
 // Parsed once at start: the size of the serve flags costs nothing.
@@ -54,13 +24,13 @@ pub enum Output {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a node.
-    Serve(ServeArgs),
+    Serve(cmd::serve::ServeArgs),
     /// A one-node dev cluster on 127.0.0.1 with tenant `demo`, built-in demo tools and skills.
     Dev(cmd::dev::DevArgs),
     /// Membership and status of the cluster.
     Cluster {
         #[command(subcommand)]
-        command: ClusterCommand,
+        command: cmd::cluster::ClusterCommand,
     },
     /// Create or update the resources in a file or directory.
     Apply {
@@ -68,7 +38,7 @@ pub enum Command {
         path: PathBuf,
     },
     /// Show one resource.
-    Get(ResourceArgs),
+    Get(cmd::resources::ResourceArgs),
     /// List resources of a kind.
     List {
         /// Tenant, Principal, Upstream, Tool, Skill or Policy (any case, singular or plural).
@@ -80,7 +50,7 @@ pub enum Command {
         linearizable: bool,
     },
     /// Delete one resource.
-    Delete(ResourceArgs),
+    Delete(cmd::resources::ResourceArgs),
     /// Check declarative files (a file or a directory of .yaml/.yml files); exit 1 on any problem.
     Validate {
         #[arg(short = 'f', long = "file", value_name = "PATH")]
@@ -89,7 +59,7 @@ pub enum Command {
     /// Skills: resolve the cascade for a call.
     Skills {
         #[command(subcommand)]
-        command: SkillsCommand,
+        command: cmd::skills::SkillsCommand,
     },
     /// Make a new API key: prints the key once, and the SHA-256 a Principal stores.
     Keygen,
@@ -113,91 +83,8 @@ pub enum Command {
     /// Turn another description of tools into resources to review and apply.
     Import {
         #[command(subcommand)]
-        command: ImportCommand,
+        command: cmd::import::ImportCommand,
     },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ImportCommand {
-    /// An OpenAPI 3.0/3.1 document (JSON or YAML): one Tool per operation of an HTTP upstream.
-    Openapi {
-        file: PathBuf,
-        /// The Upstream the tools call.
-        #[arg(long)]
-        upstream: String,
-        /// The tenant the tools belong to; shared when absent.
-        #[arg(long)]
-        tenant: Option<String>,
-        /// Where to write the YAML stream; standard output when absent.
-        #[arg(long, value_name = "OUT")]
-        output: Option<PathBuf>,
-    },
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// A TOML file with the same names as these flags (`GATEHOUSE_*` variables over it, flags
-    /// over both).
-    #[arg(long, value_name = "FILE", env = "GATEHOUSE_CONFIG")]
-    pub config: Option<PathBuf>,
-    #[command(flatten)]
-    pub raw: RawServeConfig,
-}
-
-#[derive(Debug, Args)]
-pub struct ResourceArgs {
-    pub kind: String,
-    pub name: String,
-    #[arg(long)]
-    pub tenant: Option<String>,
-    /// Read after every write committed so far.
-    #[arg(long)]
-    pub linearizable: bool,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ClusterCommand {
-    /// Leader, term, voters, learners, and each node's applied index and lag.
-    Status,
-    /// Add a node as a learner (it receives the log but does not vote).
-    AddLearner {
-        #[arg(long)]
-        node_id: u64,
-        #[arg(long)]
-        grpc: String,
-    },
-    /// Make a learner a voter.
-    Promote { node_id: u64 },
-    /// Take a node out of the cluster.
-    Remove { node_id: u64 },
-    /// Wait until a node has every log entry the leader has, printing its progress.
-    WaitCaughtUp {
-        node_id: u64,
-        /// Give up after this many seconds.
-        #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
-        timeout: f64,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SkillsCommand {
-    /// Print the resolved context and the trace, as JSON.
-    Resolve(ResolveArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct ResolveArgs {
-    /// Resolve from files, without a cluster.
-    #[arg(long, requires = "path")]
-    pub offline: bool,
-    #[arg(short = 'f', long = "file", value_name = "PATH")]
-    pub path: Option<PathBuf>,
-    #[arg(long)]
-    pub tenant: String,
-    #[arg(long)]
-    pub tool: String,
-    #[arg(long)]
-    pub user: Option<String>,
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -216,7 +103,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Delete(args) => cmd::remote(cmd::resources::delete(&remote, args)),
         Command::Validate { path } => cmd::validate::run(&path, remote.output),
         Command::Skills {
-            command: SkillsCommand::Resolve(args),
+            command: cmd::skills::SkillsCommand::Resolve(args),
         } => {
             if args.offline {
                 cmd::skills::resolve(&args)
@@ -229,7 +116,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approvals { command } => cmd::remote(cmd::approvals::run(&remote, command)),
         Command::Import {
             command:
-                ImportCommand::Openapi {
+                cmd::import::ImportCommand::Openapi {
                     file,
                     upstream,
                     tenant,

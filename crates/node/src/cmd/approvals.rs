@@ -1,7 +1,8 @@
 //! `gatehouse approvals ...`: an approver's view of the queue: list, watch, read and decide.
 
+use super::Output;
+use super::client::Remote;
 use super::client::{self, explain};
-use crate::cli::{Output, Remote};
 use clap::{Subcommand, ValueEnum};
 use futures::StreamExt;
 use gatehouse_fronts::services::convert::{approval_mode_to, call_state_to};

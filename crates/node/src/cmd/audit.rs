@@ -1,6 +1,6 @@
 //! `gatehouse audit`: check and read a node's audit log on its own disk (no cluster needed).
 
-use crate::cli::Output;
+use super::Output;
 use crate::config::RawServeConfig;
 use anyhow::Context;
 use clap::{Args, Subcommand};

@@ -1,8 +1,9 @@
 //! `gatehouse call`: calls a tool through the gateway, and with `--wait` follows a call that
 //! went through approval until it ends.
 
+use super::Output;
+use super::client::Remote;
 use super::client::{connect, explain};
-use crate::cli::{Output, Remote};
 use clap::Args;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;

@@ -1,16 +1,41 @@
 //! The command line's connection to a node: one channel, every request with the bearer key.
 
-use crate::cli::Remote;
+use super::Output;
 use anyhow::Context;
+use clap::Args;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// Where a command that talks to the cluster goes, and with which key.
+#[derive(Debug, Clone, Args)]
+pub struct Remote {
+    /// Any node's gRPC address: `host:port`, or `https://host:port` for a node that serves TLS
+    /// (with --ca).
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOUSE_ADDR",
+        default_value = "127.0.0.1:7401"
+    )]
+    pub addr: String,
+    /// PEM file of the CA that signed the node's certificate: the connection is TLS, verified
+    /// against it.
+    #[arg(long, global = true, env = "GATEHOUSE_CA", value_name = "PEM")]
+    pub ca: Option<PathBuf>,
+    /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
+    #[arg(long, global = true, env = "GATEHOUSE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Output format for commands that print data.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
 
 #[derive(Debug, Clone)]
 pub struct Bearer(MetadataValue<tonic::metadata::Ascii>);

@@ -1,7 +1,9 @@
 //! `gatehouse cluster status|add-learner|promote|remove|wait-caught-up`.
 
+use super::Output;
+use super::client::Remote;
 use super::client::{self, explain};
-use crate::cli::{ClusterCommand, Output, Remote};
+use clap::Subcommand;
 use gatehouse_proto::v1 as pb;
 use serde_json::json;
 use std::process::ExitCode;
@@ -11,6 +13,30 @@ use std::time::{Duration, Instant};
 const POLL_EVERY: Duration = Duration::from_millis(250);
 /// How often it reports progress that has not changed.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Leader, term, voters, learners, and each node's applied index and lag.
+    Status,
+    /// Add a node as a learner (it receives the log but does not vote).
+    AddLearner {
+        #[arg(long)]
+        node_id: u64,
+        #[arg(long)]
+        grpc: String,
+    },
+    /// Make a learner a voter.
+    Promote { node_id: u64 },
+    /// Take a node out of the cluster.
+    Remove { node_id: u64 },
+    /// Wait until a node has every log entry the leader has, printing its progress.
+    WaitCaughtUp {
+        node_id: u64,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+        timeout: f64,
+    },
+}
 
 pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<ExitCode> {
     let mut cluster = client::cluster(remote).await?;

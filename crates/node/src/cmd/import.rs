@@ -4,14 +4,32 @@
 //! `destructive`, until an admin says otherwise.
 
 use anyhow::{Context, bail};
+use clap::Subcommand;
 use gatehouse_registry::resource::{API_VERSION, Metadata, Object, Resource, ToolSpec};
 use serde_json::{Map, Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 /// `$ref`s deeper than this are left as an open schema: a recursive schema has no end.
 const MAX_REF_DEPTH: usize = 16;
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// An OpenAPI 3.0/3.1 document (JSON or YAML): one Tool per operation of an HTTP upstream.
+    Openapi {
+        file: PathBuf,
+        /// The Upstream the tools call.
+        #[arg(long)]
+        upstream: String,
+        /// The tenant the tools belong to; shared when absent.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// Where to write the YAML stream; standard output when absent.
+        #[arg(long, value_name = "OUT")]
+        output: Option<PathBuf>,
+    },
+}
 
 pub fn openapi(
     file: &Path,

@@ -14,8 +14,16 @@ pub mod skills;
 pub mod snapshot;
 pub mod validate;
 
+use clap::ValueEnum;
 use std::future::Future;
 use std::process::ExitCode;
+
+/// How a command that prints data prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
 
 /// Runs a command that talks to the cluster on a small runtime of its own.
 pub fn remote(work: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {

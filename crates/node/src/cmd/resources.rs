@@ -1,8 +1,10 @@
 //! `gatehouse apply -f`, `get`, `list`, `delete` against the cluster.
 
+use super::Output;
+use super::client::Remote;
 use super::client::{self, explain};
-use crate::cli::{Output, Remote, ResourceArgs};
 use crate::files;
+use clap::Args;
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::Kind;
 use gatehouse_registry::documents::to_yaml;
@@ -12,6 +14,17 @@ use std::process::ExitCode;
 
 /// Resources per Apply call: big directories go in several Raft commands, none of them huge.
 const BATCH: usize = 500;
+
+#[derive(Debug, Args)]
+pub struct ResourceArgs {
+    pub kind: String,
+    pub name: String,
+    #[arg(long)]
+    pub tenant: Option<String>,
+    /// Read after every write committed so far.
+    #[arg(long)]
+    pub linearizable: bool,
+}
 
 pub async fn apply(remote: &Remote, path: &Path) -> anyhow::Result<ExitCode> {
     let parsed = files::load(path)?;

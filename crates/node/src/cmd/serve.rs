@@ -1,14 +1,25 @@
 //! `gatehouse serve`: run a node until SIGINT or SIGTERM.
 
-use crate::cli::ServeArgs;
 use crate::config::RawServeConfig;
 use crate::server;
+use clap::Args;
 use gatehouse_cluster::handover::Handover;
 use gatehouse_gateway::telemetry::Telemetry;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// How long a stopping node waits for its tasks before it exits regardless.
 pub(crate) const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A TOML file with the same names as these flags (`GATEHOUSE_*` variables over it, flags
+    /// over both).
+    #[arg(long, value_name = "FILE", env = "GATEHOUSE_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub raw: RawServeConfig,
+}
 
 pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     let file = match &args.config {

@@ -1,8 +1,31 @@
-use crate::cli::ResolveArgs;
+use super::client::Remote;
 use crate::files;
+use clap::{Args, Subcommand};
 use gatehouse_registry::Resource;
 use gatehouse_registry::cascade::{self, Candidate, Query};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Print the resolved context and the trace, as JSON.
+    Resolve(ResolveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// Resolve from files, without a cluster.
+    #[arg(long, requires = "path")]
+    pub offline: bool,
+    #[arg(short = 'f', long = "file", value_name = "PATH")]
+    pub path: Option<PathBuf>,
+    #[arg(long)]
+    pub tenant: String,
+    #[arg(long)]
+    pub tool: String,
+    #[arg(long)]
+    pub user: Option<String>,
+}
 
 pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
     let Some(path) = args.path.as_deref() else {
@@ -34,10 +57,7 @@ pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Resolves against the cluster: the node's own copy of the registry, with the trace.
-pub async fn resolve_remote(
-    remote: &crate::cli::Remote,
-    args: ResolveArgs,
-) -> anyhow::Result<ExitCode> {
+pub async fn resolve_remote(remote: &Remote, args: ResolveArgs) -> anyhow::Result<ExitCode> {
     use gatehouse_proto::v1 as pb;
     let mut registry = super::client::registry(remote).await?;
     let answer = registry

@@ -2,7 +2,7 @@
 //! file written atomically. `gatehouse snapshot restore FILE`: a new cluster's first data
 //! directory made from a backup, offline.
 
-use super::client::{self, explain};
+use super::client::{self, Remote, explain};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use gatehouse_cluster::backup::{self, FORMAT, Header};
@@ -39,7 +39,7 @@ pub struct RestoreArgs {
     pub node_id: u64,
 }
 
-pub async fn save(remote: &crate::cli::Remote, file: &Path) -> anyhow::Result<ExitCode> {
+pub async fn save(remote: &Remote, file: &Path) -> anyhow::Result<ExitCode> {
     let (channel, bearer) = client::connect(remote).await?;
     let mut snapshots = SnapshotServiceClient::with_interceptor(channel, bearer);
     let mut stream = snapshots

@@ -1,4 +1,4 @@
-use crate::cli::Output;
+use super::Output;
 use crate::files;
 use std::path::Path;
 use std::process::ExitCode;

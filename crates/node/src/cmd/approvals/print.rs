@@ -1,6 +1,6 @@
 //! How `gatehouse approvals` shows calls and events: one line each in text, or JSON.
 
-use crate::cli::Output;
+use crate::cmd::Output;
 use gatehouse_proto::v1 as pb;
 use serde_json::{Value, json};
 

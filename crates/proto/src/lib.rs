@@ -3,7 +3,7 @@
 //!
 //! This crate holds no logic and must never grow any: it is the contract, compiled. Conversions
 //! to and from domain types live with the domain (`gatehouse-registry`) or the services
-//! (`gatehouse-node`), so that changing a rule never means regenerating the wire types.
+//! (`gatehouse-fronts`, `services::convert`), so that changing a rule never means regenerating the wire types.
 
 /// The protobuf packages, one module per package.
 pub mod gatehouse {

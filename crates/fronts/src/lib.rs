@@ -12,3 +12,4 @@ pub mod jsonrpc_error;
 pub mod mcp;
 pub mod services;
 pub mod time;
+pub mod unauthenticated;

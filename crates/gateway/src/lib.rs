@@ -9,6 +9,7 @@ pub mod actor_port;
 pub mod auth;
 pub mod budget;
 pub mod discovery;
+pub mod error;
 pub mod executor;
 pub mod metrics;
 pub mod pipeline;

@@ -52,7 +52,7 @@ pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next
     let (mut parts, body) = request.into_parts();
     let caller = match front.pipeline.authenticate_http(&parts.headers) {
         Ok(caller) => caller,
-        Err(e) => return crate::http::unauthorized(e),
+        Err(e) => return crate::unauthenticated::unauthorized(e),
     };
     let requested = parts
         .headers

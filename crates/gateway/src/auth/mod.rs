@@ -8,7 +8,7 @@ mod jwt;
 #[cfg(test)]
 mod tests;
 
-use crate::pipeline::GatewayError;
+use crate::error::{ErrorCode, GatewayError};
 use gatehouse_registry::Registry;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::identity::{self, Owner};
@@ -392,5 +392,33 @@ pub fn agent_tenant(caller: &Caller, requested: Option<&str>) -> Result<String, 
             Err(tenants) if tenants.is_empty() => Err(TenantChoice::NoAgentRole { principal }),
             Err(tenants) => Err(TenantChoice::Ambiguous { principal, tenants }),
         },
+    }
+}
+
+impl From<AuthError> for GatewayError {
+    fn from(e: AuthError) -> Self {
+        GatewayError::unauthenticated(e.message)
+    }
+}
+
+/// A tenant the caller may not act in as an agent, or has not said which of its tenants it
+/// acts in: either way the request is refused as it stands.
+impl From<TenantChoice> for GatewayError {
+    fn from(e: TenantChoice) -> Self {
+        let text = e.to_string();
+        match e {
+            TenantChoice::NoAgentRole { .. } | TenantChoice::NotAgentOf { .. } => {
+                GatewayError::new(
+                    ErrorCode::PermissionDenied,
+                    text,
+                    "ask the tenant's admin for the agent role",
+                )
+            }
+            TenantChoice::Ambiguous { .. } => GatewayError::new(
+                ErrorCode::PermissionDenied,
+                text,
+                "name the tenant in the Gatehouse-Tenant header",
+            ),
+        }
     }
 }

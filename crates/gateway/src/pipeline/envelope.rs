@@ -1,7 +1,7 @@
 //! The envelope every answer about a call carries: its ids, its effective mode, the policy
 //! decision, the trace, and how it stands or ended.
 
-use super::error::{ErrorCode, GatewayError};
+use crate::error::{ErrorCode, GatewayError};
 use gatehouse_actors::{ExecError, ToolOutput};
 use gatehouse_registry::call::Verdict;
 use gatehouse_registry::{ApprovalMode, Call, CallId, CallState, NewCall, Outcome};

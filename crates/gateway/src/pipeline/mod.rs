@@ -10,12 +10,11 @@
 pub mod audit;
 mod audited;
 mod envelope;
-mod error;
 mod reads;
 
+pub use crate::error::{ErrorCode, GatewayError};
 pub use audited::Audited;
 pub use envelope::{Envelope, trace_id};
-pub use error::{ErrorCode, GatewayError};
 
 use crate::auth::{Authenticator, Caller};
 use crate::budget::{Budgets, RetryAfter};

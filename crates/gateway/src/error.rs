@@ -6,7 +6,6 @@
 //! `TenantChoice`); each front then has one map of its own from it to its wire (gRPC status
 //! codes, JSON-RPC errors, MCP error results).
 
-use crate::auth::{AuthError, TenantChoice};
 use gatehouse_actors::ActorsError;
 use gatehouse_cluster::cluster::WriteError;
 use gatehouse_registry::ApplyError;
@@ -338,38 +337,10 @@ impl From<&ActorsError> for GatewayError {
 
 /// Every kind of failed authentication is the same refusal to a caller; the kind decides only
 /// an HTTP front's challenge.
-impl From<AuthError> for GatewayError {
-    fn from(e: AuthError) -> Self {
-        GatewayError::unauthenticated(e.message)
-    }
-}
-
-/// A tenant the caller may not act in as an agent, or has not said which of its tenants it
-/// acts in: either way the request is refused as it stands.
-impl From<TenantChoice> for GatewayError {
-    fn from(e: TenantChoice) -> Self {
-        let text = e.to_string();
-        match e {
-            TenantChoice::NoAgentRole { .. } | TenantChoice::NotAgentOf { .. } => {
-                GatewayError::new(
-                    ErrorCode::PermissionDenied,
-                    text,
-                    "ask the tenant's admin for the agent role",
-                )
-            }
-            TenantChoice::Ambiguous { .. } => GatewayError::new(
-                ErrorCode::PermissionDenied,
-                text,
-                "name the tenant in the Gatehouse-Tenant header",
-            ),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::AuthErrorKind;
+    use crate::auth::{AuthError, AuthErrorKind, TenantChoice};
     use gatehouse_registry::{CallId, CallState, Kind, ResourceKey};
 
     #[test]

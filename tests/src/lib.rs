@@ -10,7 +10,6 @@ pub mod flow;
 pub mod mcp_fixture;
 pub mod mcp_upstream;
 pub mod mcp_wire;
-pub mod python;
 mod router;
 pub mod upstream;
 

@@ -11,7 +11,7 @@
 //!
 //! **What is elsewhere.** Starting a node in-process needs `gatehouse-node`, and a fixture
 //! built on it could only serve crates above the node, while the domain builders here serve
-//! crates below it; so the in-process node (`NodeOptions`, `TestCluster`) lives in
+//! crates below it; so the in-process node (`NodeOptions`, `TestCluster`, `one_node`) lives in
 //! `gatehouse-tests` (`tests/src`) with the recording upstreams that only its tests use. The
 //! process tests' helpers (spawning `gatehouse serve`, running the command line) stay in
 //! `crates/node/tests/common`: they need `CARGO_BIN_EXE_gatehouse`, which Cargo sets only for

@@ -1,4 +1,5 @@
-//! Resources as `RegistryService.Apply` takes them, and requests that carry a caller's key.
+//! Resources as `RegistryService.Apply` takes them, requests that carry a caller's key, and the
+//! JSON-RPC message in an MCP answer.
 
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::canonical::sha256_hex;
@@ -34,4 +35,16 @@ pub fn bearer<T>(message: T, key: &str) -> tonic::Request<T> {
         format!("Bearer {key}").parse().expect("API keys are ASCII"),
     );
     request
+}
+
+/// The JSON-RPC message of an MCP response body, whether sent as JSON or as an event stream.
+pub fn jsonrpc_message(body: &str) -> Value {
+    if let Ok(value) = serde_json::from_str(body) {
+        return value;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("jsonrpc").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC message in {body}"))
 }

@@ -4,6 +4,7 @@ use anyhow::Context;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
+use gatehouse_testkit::wire::resource;
 use std::net::SocketAddr;
 use tonic::transport::Channel;
 
@@ -112,12 +113,5 @@ impl Admin {
 
 /// A Tenant resource as the wire carries it.
 pub fn tenant(name: &str) -> pb::Resource {
-    pb::Resource {
-        kind: "Tenant".into(),
-        name: name.into(),
-        tenant: None,
-        labels: Default::default(),
-        spec_json: "{}".into(),
-        generation: 0,
-    }
+    resource("Tenant", name, None, serde_json::json!({}))
 }

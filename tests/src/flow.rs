@@ -16,9 +16,9 @@ use gatehouse_actors::placement::rendezvous;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
-use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::registry::Placement;
 use gatehouse_registry::{Call, CallId, CallState};
+use gatehouse_testkit::wire::{principal, resource};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -111,25 +111,6 @@ impl Flow {
 
 /// How long setup and settling may take.
 const SETTLE: Duration = Duration::from_secs(15);
-
-pub fn resource(kind: &str, name: &str, tenant: Option<&str>, spec: Value) -> pb::Resource {
-    pb::Resource {
-        kind: kind.into(),
-        name: name.into(),
-        tenant: tenant.map(str::to_owned),
-        labels: Default::default(),
-        spec_json: spec.to_string(),
-        generation: 0,
-    }
-}
-
-fn principal(name: &str, key: &str, roles: Value, user: Option<&str>) -> pb::Resource {
-    let mut spec = json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles});
-    if let Some(user) = user {
-        spec["user"] = user.into();
-    }
-    resource("Principal", name, None, spec)
-}
 
 /// acme's policy `approvals`.
 pub fn approval_policy(approvals: Approvals) -> pb::Resource {

@@ -10,18 +10,21 @@ pub mod flow;
 pub mod mcp_fixture;
 pub mod mcp_upstream;
 pub mod mcp_wire;
-pub mod python;
+mod one_node;
 mod router;
 pub mod upstream;
 
 pub use client::{Admin, tenant};
 pub use mcp_upstream::{McpCall, McpUpstream};
+pub use one_node::one_node;
 pub use router::Router;
 pub use upstream::{Invocation, RecordingUpstream};
 
 use anyhow::{Context, bail};
 use gatehouse_actors::ActorSettings;
 use gatehouse_cluster::grants::Grants;
+use gatehouse_cluster::net::SharedFilter;
+use gatehouse_fronts::mcp::McpSettings;
 use gatehouse_gateway::auth::JwtIssuerConfig;
 use gatehouse_gateway::metrics::MetricsSettings;
 use gatehouse_node::config::{JoinKey, RaftTimings, ServeConfig, Start};
@@ -67,6 +70,7 @@ pub struct NodeOptions {
     pub metrics: MetricsSettings,
     /// The JWT issuers every node accepts, on every front. None by default.
     pub jwt: Vec<JwtIssuerConfig>,
+    pub mcp: McpSettings,
 }
 
 impl Default for NodeOptions {
@@ -76,8 +80,51 @@ impl Default for NodeOptions {
             grants: Grants::default(),
             metrics: MetricsSettings::default(),
             jwt: Vec::new(),
+            mcp: McpSettings::default(),
         }
     }
+}
+
+impl NodeOptions {
+    /// How node `id` is started with these options: its data in `data_dir`, port 0 on loopback
+    /// on its first start (a restart binds the address recorded then), `filter` between it and
+    /// its peers.
+    fn serve_config(
+        &self,
+        id: u64,
+        data_dir: PathBuf,
+        start: Start,
+        filter: SharedFilter,
+    ) -> ServeConfig {
+        ServeConfig {
+            node_id: id,
+            data_dir,
+            grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http: SocketAddr::from(([127, 0, 0, 1], 0)),
+            start,
+            raft: self.timings,
+            actors: fast_actors(self.timings),
+            jwt: self.jwt.clone(),
+            mcp: self.mcp.clone(),
+            ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
+            a2a: Default::default(),
+            otlp: None,
+            tls: None,
+            grants: self.grants.clone(),
+            metrics: self.metrics.clone(),
+            filter,
+        }
+    }
+}
+
+/// Node logs go to the test's output, shown for failing tests; RUST_LOG sets the level.
+fn capture_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
 }
 
 struct Running {
@@ -134,14 +181,7 @@ impl TestCluster {
 
     /// A cluster whose nodes all run with `options`.
     pub fn with_options(ids: &[u64], options: NodeOptions) -> anyhow::Result<Self> {
-        // Node logs go to the test's output, shown for failing tests; RUST_LOG sets the level.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "warn".into()),
-            )
-            .with_test_writer()
-            .try_init();
+        capture_logs();
         let (&first, rest) = ids.split_first().context("a cluster needs a node")?;
         let mut cluster = TestCluster {
             dir: tempfile::tempdir()?,
@@ -208,25 +248,9 @@ impl TestCluster {
             .thread_name(format!("node-{id}"))
             .enable_all()
             .build()?;
-        let config = ServeConfig {
-            node_id: id,
-            data_dir: self.data_dir(id),
-            // Port 0 on the first start; a restart binds the address recorded then.
-            grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
-            http: SocketAddr::from(([127, 0, 0, 1], 0)),
-            start,
-            raft: self.options.timings,
-            actors: fast_actors(self.options.timings),
-            jwt: self.options.jwt.clone(),
-            mcp: Default::default(),
-            ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
-            a2a: Default::default(),
-            otlp: None,
-            tls: None,
-            grants: self.options.grants.clone(),
-            metrics: self.options.metrics.clone(),
-            filter: self.router.clone(),
-        };
+        let config = self
+            .options
+            .serve_config(id, self.data_dir(id), start, self.router.clone());
         let handle = runtime.block_on(server::start(config))?;
         self.addrs.insert(id, handle.grpc_addr);
         self.running.insert(id, Running { runtime, handle });

@@ -11,12 +11,12 @@
 //! - `lone`, agent of acme acting for `mallory`, a user acme does not know.
 
 use crate::TestCluster;
-use crate::flow::{self, resource};
+use crate::flow;
 use crate::mcp_upstream::McpUpstream;
 use anyhow::Context;
 use gatehouse_proto::v1 as pb;
-use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::{CallState, Kind, ResourceKey};
+use gatehouse_testkit::wire::{principal, resource};
 use serde_json::json;
 use std::time::Duration;
 
@@ -135,14 +135,6 @@ fn has_tool(cluster: &TestCluster, tenant: &str, name: &str) -> bool {
         name: name.to_owned(),
     };
     cluster.node(1).cluster.registry.read().get(&key).is_some()
-}
-
-fn principal(name: &str, key: &str, roles: serde_json::Value, user: Option<&str>) -> pb::Resource {
-    let mut spec = json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles});
-    if let Some(user) = user {
-        spec["user"] = user.into();
-    }
-    resource("Principal", name, None, spec)
 }
 
 fn resources(upstream_url: &str) -> Vec<pb::Resource> {

@@ -1,8 +1,8 @@
 //! The Python SDK's client (tests/python/mcp_client.py) against the test MCP upstream, so the
 //! interoperability tests know the client itself is right before they point it at the gateway.
 
+use gatehouse_testkit::python::PythonClient;
 use gatehouse_tests::McpUpstream;
-use gatehouse_tests::python::PythonClient;
 use serde_json::json;
 
 #[test]

@@ -2,21 +2,16 @@
 //! a refused write in a batch refuses nothing else.
 
 use gatehouse_proto::v1 as pb;
+use gatehouse_testkit::wire::resource;
 use gatehouse_tests::{TestCluster, tenant};
+use serde_json::json;
 use std::time::Duration;
 
 const WRITERS: usize = 32;
 const EACH: usize = 10;
 
 fn orphan_policy(name: &str) -> pb::Resource {
-    pb::Resource {
-        kind: "Policy".into(),
-        name: name.into(),
-        tenant: Some("no-such-tenant".into()),
-        labels: Default::default(),
-        spec_json: "{}".into(),
-        generation: 0,
-    }
+    resource("Policy", name, Some("no-such-tenant"), json!({}))
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! `gatehouse.call_status` while an approver acts over gRPC. Skips, saying so, without python3.
 
 use gatehouse_registry::CallState;
+use gatehouse_testkit::python::PythonClient;
 use gatehouse_tests::mcp_fixture::{ACME, BOT, ECHO, ECHO_CONTEXT, GINA, McpFixture, TRANSFER};
-use gatehouse_tests::python::PythonClient;
 use serde_json::{Value, json};
 
 fn names(listed: &Value) -> Vec<&str> {

@@ -5,10 +5,10 @@
 //! the tenant does not allow). Skips, saying so, without python3.
 
 use gatehouse_registry::CallState;
+use gatehouse_testkit::python::A2aClient;
 use gatehouse_tests::mcp_fixture::{
     ACME, BOT, CAROL, ECHO, GINA, LONE, McpFixture, SETTLE, TRANSFER,
 };
-use gatehouse_tests::python::A2aClient;
 use serde_json::{Value, json};
 
 const TRANSPORTS: [&str; 2] = ["jsonrpc", "grpc"];

@@ -9,9 +9,9 @@ use gatehouse_cluster::grants::BuiltinTool;
 use gatehouse_cluster::grants::{CredentialSource, Grants};
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::TestCluster;
-use gatehouse_tests::flow::{call_tool, resource};
+use gatehouse_tests::flow::call_tool;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -23,13 +23,9 @@ const FRONT_BOT: &str = "gate_a2a-front-bot-0000000000000000000";
 
 const SETTLE: Duration = Duration::from_secs(30);
 
-fn principal(name: &str, key: &str, tenant: &str) -> pb::Resource {
-    resource(
-        "Principal",
-        name,
-        None,
-        json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": {tenant: ["agent"]}}),
-    )
+/// An agent of `tenant` who signs in with `key`.
+fn agent(name: &str, key: &str, tenant: &str) -> pb::Resource {
+    principal(name, key, json!({tenant: ["agent"]}), None)
 }
 
 fn tool(name: &str, tenant: &str, description: &str) -> pb::Resource {
@@ -60,8 +56,8 @@ fn resources(node_url: &str) -> Vec<pb::Resource> {
     vec![
         resource("Tenant", BACK, None, json!({})),
         resource("Tenant", FRONT, None, json!({})),
-        principal("partner-peer", PEER, BACK),
-        principal("front-bot", FRONT_BOT, FRONT),
+        agent("partner-peer", PEER, BACK),
+        agent("front-bot", FRONT_BOT, FRONT),
         resource("Upstream", "demo", Some(BACK), json!({"type": "builtin"})),
         tool("demo.echo", BACK, "Answers with its text."),
         tool_in_mode("demo.fail", BACK, "Needs back's approvers.", "destructive"),

@@ -5,33 +5,13 @@
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{bearer, principal, resource};
 use gatehouse_tests::{Admin, TestCluster};
 use tonic::Code;
 use tonic::transport::Channel;
 
 const ACME_ADMIN: &str = "gate_acme-admin-key-0000000000000000";
 const ACME_AGENT: &str = "gate_acme-agent-key-0000000000000000";
-
-fn resource(kind: &str, name: &str, tenant: Option<&str>, spec: serde_json::Value) -> pb::Resource {
-    pb::Resource {
-        kind: kind.into(),
-        name: name.into(),
-        tenant: tenant.map(str::to_owned),
-        labels: Default::default(),
-        spec_json: spec.to_string(),
-        generation: 0,
-    }
-}
-
-fn principal(name: &str, key: &str, roles: serde_json::Value) -> pb::Resource {
-    resource(
-        "Principal",
-        name,
-        None,
-        serde_json::json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles}),
-    )
-}
 
 fn skill(name: &str, tenant: &str) -> pb::Resource {
     resource(
@@ -49,12 +29,7 @@ struct Caller {
 
 impl Caller {
     fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(message);
-        r.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {}", self.key).parse().unwrap(),
-        );
-        r
+        bearer(message, self.key)
     }
 
     async fn apply(&self, resources: Vec<pb::Resource>) -> Result<(), tonic::Status> {
@@ -119,11 +94,13 @@ fn callers_reach_only_what_their_roles_allow() -> anyhow::Result<()> {
             "acme-admin",
             ACME_ADMIN,
             serde_json::json!({"acme": ["admin"]}),
+            None,
         ),
         principal(
             "acme-agent",
             ACME_AGENT,
             serde_json::json!({"acme": ["agent"]}),
+            None,
         ),
         skill("globex-secret-plan", "globex"),
     ]))?;

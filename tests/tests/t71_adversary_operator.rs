@@ -15,9 +15,9 @@ use gatehouse_gateway::executor::builtin::{Ledger, ledger_path, tenant_dir};
 use gatehouse_gateway::metrics::{MetricsSettings, ScrapeToken};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::{Command, Proposal, Resource};
-use gatehouse_tests::flow::{call_tool, resource};
+use gatehouse_testkit::wire::{principal, resource};
+use gatehouse_tests::flow::call_tool;
 use gatehouse_tests::{Admin, McpUpstream, NodeOptions, RecordingUpstream, TestCluster};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -83,25 +83,22 @@ impl Fixture {
     /// A node with `options`, the tenants and their principals.
     fn with_options(options: NodeOptions, secrets: tempfile::TempDir) -> anyhow::Result<Fixture> {
         let cluster = TestCluster::with_options(&[1], options)?;
-        let principal = |name: &str, key: &str, roles: Value| {
-            resource(
-                "Principal",
-                name,
-                None,
-                json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles}),
-            )
-        };
         let index = cluster.block_on(cluster.admin(1).apply(vec![
             resource("Tenant", "acme", None, json!({})),
             resource("Tenant", "globex", None, json!({})),
             resource("Tenant", "demo", None, json!({})),
             resource("Tenant", "lab", None, json!({})),
-            principal("acme-admin", ACME_ADMIN, json!({"acme": ["admin"]})),
-            principal("acme-bot", ACME_BOT, json!({"acme": ["agent"]})),
-            principal("globex-admin", GLOBEX_ADMIN, json!({"globex": ["admin"]})),
-            principal("globex-bot", GLOBEX_BOT, json!({"globex": ["agent"]})),
-            principal("demo-bot", DEMO_BOT, json!({"demo": ["agent"]})),
-            principal("lab-bot", LAB_BOT, json!({"lab": ["agent"]})),
+            principal("acme-admin", ACME_ADMIN, json!({"acme": ["admin"]}), None),
+            principal("acme-bot", ACME_BOT, json!({"acme": ["agent"]}), None),
+            principal(
+                "globex-admin",
+                GLOBEX_ADMIN,
+                json!({"globex": ["admin"]}),
+                None,
+            ),
+            principal("globex-bot", GLOBEX_BOT, json!({"globex": ["agent"]}), None),
+            principal("demo-bot", DEMO_BOT, json!({"demo": ["agent"]}), None),
+            principal("lab-bot", LAB_BOT, json!({"lab": ["agent"]}), None),
         ]))?;
         cluster.wait_for_applied(1, index, SETTLE)?;
         cluster.wait_all_placed(SETTLE)?;

@@ -10,10 +10,11 @@
 use gatehouse_audit::{Kind, Record};
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
+use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::TestCluster;
 use gatehouse_tests::flow::{
     self, ACME, Approvals, BOT, CAROL, DROP_TABLE, Flow, Roles, approvals, approve, call_tool,
-    grace, propose, record, resource, table, wait_invoked, wait_state,
+    grace, propose, record, table, wait_invoked, wait_state,
 };
 use gatehouse_tests::mcp_wire::RawMcp;
 use serde_json::{Value, json};
@@ -82,15 +83,7 @@ fn extra_resources() -> Vec<pb::Resource> {
                 "intent": "read_only",
             }),
         ),
-        resource(
-            "Principal",
-            "relay",
-            None,
-            json!({
-                "apiKeySha256": gatehouse_registry::canonical::sha256_hex(RELAY.as_bytes()),
-                "roles": {"acme": ["agent"]},
-            }),
-        ),
+        principal("relay", RELAY, json!({"acme": ["agent"]}), None),
     ]
 }
 

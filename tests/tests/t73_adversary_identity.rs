@@ -7,10 +7,10 @@
 use gatehouse_gateway::auth::JwtIssuerConfig;
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::CallState;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::flow::{
     self, ACME, Approvals, BOT, CAROL, DAVE, DROP_TABLE, Flow, approvals, approve, call_tool,
-    call_tool_keyed, gateway, grace, propose, resource, wait_state,
+    call_tool_keyed, gateway, grace, propose, wait_state,
 };
 use gatehouse_tests::mcp_wire::RawMcp;
 use gatehouse_tests::{NodeOptions, TestCluster};
@@ -26,14 +26,6 @@ const DANA_APPROVER: &str = "gate_t73-dana-00000000000000000000000000";
 const DANA_AGENT: &str = "gate_t73-dana-agent-000000000000000000000";
 const ALICE_LAPTOP: &str = "gate_t73-alice-laptop-00000000000000000000";
 const ALICE_CI: &str = "gate_t73-alice-ci-0000000000000000000000";
-
-fn key_principal(name: &str, key: &str, roles: Value, user: Option<&str>) -> pb::Resource {
-    let mut spec = json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles});
-    if let Some(user) = user {
-        spec["user"] = user.into();
-    }
-    resource("Principal", name, None, spec)
-}
 
 fn apply(cluster: &TestCluster, resources: Vec<pb::Resource>) {
     let leader = cluster.leader(WAIT).unwrap();
@@ -105,8 +97,8 @@ fn an_approver_named_like_the_end_user_cannot_approve_the_users_call() {
     apply(
         &cluster,
         vec![
-            key_principal("dana", DANA_APPROVER, json!({ACME: ["approver"]}), None),
-            key_principal(
+            principal("dana", DANA_APPROVER, json!({ACME: ["approver"]}), None),
+            principal(
                 "dana-bot",
                 DANA_AGENT,
                 json!({ACME: ["agent"]}),
@@ -134,13 +126,13 @@ fn two_approver_keys_of_one_person_do_not_make_two_approvals() {
     apply(
         &cluster,
         vec![
-            key_principal(
+            principal(
                 "alice-laptop",
                 ALICE_LAPTOP,
                 json!({ACME: ["approver"]}),
                 Some("alice"),
             ),
-            key_principal(
+            principal(
                 "alice-ci",
                 ALICE_CI,
                 json!({ACME: ["approver"]}),

@@ -11,6 +11,7 @@ use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_registry::call::PrincipalChain;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::{ApprovalMode, CallId, Command, NewCall};
+use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::TestCluster;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,25 +25,6 @@ const JOHN: &str = "gate_john-key-0000000000000000000000";
 const SLY: &str = "gate_sly-key-00000000000000000000000";
 const GINA: &str = "gate_gina-key-0000000000000000000000";
 
-fn resource(kind: &str, name: &str, spec: serde_json::Value) -> pb::Resource {
-    pb::Resource {
-        kind: kind.into(),
-        name: name.into(),
-        tenant: None,
-        labels: Default::default(),
-        spec_json: spec.to_string(),
-        generation: 0,
-    }
-}
-
-fn principal(name: &str, key: &str, roles: serde_json::Value, user: Option<&str>) -> pb::Resource {
-    let mut spec = serde_json::json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles});
-    if let Some(user) = user {
-        spec["user"] = user.into();
-    }
-    resource("Principal", name, spec)
-}
-
 /// Tenants acme and globex. In acme: the agent `bot` acting for the user john; approvers alice
 /// and bob; `john`, an approver who is that same user; `sly`, an agent who is also an approver.
 /// In globex: the approver gina.
@@ -50,8 +32,8 @@ fn setup(ids: &[u64]) -> anyhow::Result<TestCluster> {
     let cluster = TestCluster::new(ids)?;
     let leader = cluster.leader(Duration::from_secs(10))?;
     let index = cluster.block_on(cluster.admin(leader).apply(vec![
-        resource("Tenant", "acme", serde_json::json!({})),
-        resource("Tenant", "globex", serde_json::json!({})),
+        resource("Tenant", "acme", None, serde_json::json!({})),
+        resource("Tenant", "globex", None, serde_json::json!({})),
         principal(
             "bot",
             BOT,
@@ -719,7 +701,7 @@ fn a_watcher_on_a_node_that_installs_a_snapshot_resyncs() -> anyhow::Result<()> 
     let leader = cluster.leader(Duration::from_secs(10))?;
     let admin = cluster.admin(leader);
     let index = cluster.block_on(admin.apply(vec![
-        resource("Tenant", "acme", serde_json::json!({})),
+        resource("Tenant", "acme", None, serde_json::json!({})),
         // bot acts for john, as the calls `bot_call` makes say.
         principal(
             "bot",

@@ -11,10 +11,11 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_registry::call::PrincipalChain;
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::{ApplyError, ApprovalMode, CallId, CallState, Command, NewCall};
+use gatehouse_testkit::wire::resource;
 use gatehouse_tests::flow::{
     self, ACME, Approvals, BOT, CAROL, DAVE, DROP_TABLE, JOHN_APPROVER, OTHER, OTHER_APPROVER,
     OTHER_BOT, Roles, SET_FLAG, approve, approve_hash, call_tool, call_tool_keyed, grace, propose,
-    record, record_on, resource, table, wait_invoked, wait_state,
+    record, record_on, table, wait_invoked, wait_state,
 };
 use serde_json::json;
 use std::time::Duration;

@@ -11,6 +11,7 @@ use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use gatehouse_registry::call::{CallId, CallState, NodeId};
 use gatehouse_registry::plan::{CallRequest, plan_call};
 use gatehouse_registry::{Command, Proposal, Registry, Response, documents};
+use gatehouse_testkit::yaml;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -154,11 +155,9 @@ async fn fixture(settings: ActorSettings) -> Fixture {
         events: events.clone(),
         index: Mutex::new(0),
     });
-    let parsed = documents::parse("setup.yaml", SETUP);
-    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
     cluster
         .apply(Command::Put {
-            resources: parsed.into_resources(),
+            resources: yaml::resources(SETUP),
         })
         .unwrap();
     let executor = Arc::new(CountingExecutor::default());

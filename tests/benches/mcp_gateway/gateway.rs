@@ -3,9 +3,8 @@
 
 use anyhow::{Context, bail};
 use gatehouse_cluster::node_files::Identity;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::Admin;
-use gatehouse_tests::flow::resource;
 use gatehouse_tests::mcp_wire::RawMcp;
 use serde_json::json;
 use std::io::{BufRead, BufReader};
@@ -159,15 +158,11 @@ fn resources(upstream_url: &str) -> Vec<gatehouse_proto::v1::Resource> {
     };
     vec![
         resource("Tenant", TENANT, None, json!({})),
-        resource(
-            "Principal",
+        principal(
             "bench-agent",
-            None,
-            json!({
-                "apiKeySha256": sha256_hex(AGENT_KEY.as_bytes()),
-                "user": "bench-user",
-                "roles": {TENANT: ["agent"]},
-            }),
+            AGENT_KEY,
+            json!({TENANT: ["agent"]}),
+            Some("bench-user"),
         ),
         resource(
             "Upstream",

@@ -1,28 +1,6 @@
 use super::*;
-use gatehouse_registry::{Proposal, documents};
-
-fn resources(yaml: &str) -> Vec<Resource> {
-    let parsed = documents::parse("test.yaml", yaml);
-    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
-    parsed.into_resources()
-}
-
-fn registry(yaml: &str) -> Registry {
-    let mut registry = Registry::new();
-    if !yaml.is_empty() {
-        let proposal = Proposal {
-            request_id: uuid::Uuid::from_u128(1),
-            at: 0,
-            command: Command::Put {
-                resources: resources(yaml),
-            },
-        };
-        registry
-            .apply(1, &proposal)
-            .expect("the test registry applies");
-    }
-    registry
-}
+use gatehouse_registry::Proposal;
+use gatehouse_testkit::yaml::{registry, resources};
 
 /// The fields refused, or an empty list.
 fn refused(grants: &Grants, registry: &Registry, yaml: &str) -> Vec<String> {

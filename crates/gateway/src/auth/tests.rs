@@ -1,6 +1,4 @@
 use super::*;
-use gatehouse_registry::command::{Command, Proposal};
-use gatehouse_registry::documents;
 use jsonwebtoken::{Algorithm, AlgorithmFamily, EncodingKey};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -77,22 +75,7 @@ spec:
         bot = sha256_hex(API_KEY.as_bytes()),
         multi = sha256_hex(MULTI_KEY.as_bytes()),
     );
-    let parsed = documents::parse("auth-test", &text);
-    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
-    let mut registry = Registry::new();
-    registry
-        .apply(
-            1,
-            &Proposal {
-                request_id: uuid::Uuid::from_u128(1),
-                at: 0,
-                command: Command::Put {
-                    resources: parsed.into_resources(),
-                },
-            },
-        )
-        .expect("the test registry applies");
-    registry
+    gatehouse_testkit::yaml::registry(&text)
 }
 
 fn claims(sub: &str) -> Value {

@@ -4,7 +4,7 @@ use super::*;
 use crate::executor::test_mcp;
 use futures::future::BoxFuture;
 use gatehouse_registry::call::NodeId;
-use gatehouse_registry::{Proposal, Response, documents};
+use gatehouse_registry::{Proposal, Response};
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -54,23 +54,8 @@ impl ClusterPort for OneNodeCluster {
 }
 
 fn cluster(yaml: &str) -> OneNodeCluster {
-    let parsed = documents::parse("test", yaml);
-    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
-    let mut registry = Registry::new();
-    registry
-        .apply(
-            1,
-            &Proposal {
-                request_id: uuid::Uuid::from_u128(1),
-                at: 0,
-                command: Command::Put {
-                    resources: parsed.into_resources(),
-                },
-            },
-        )
-        .expect("the test registry applies");
     OneNodeCluster {
-        registry: SharedRegistry::new(registry),
+        registry: SharedRegistry::new(gatehouse_testkit::yaml::registry(yaml)),
         proposed: Mutex::default(),
     }
 }

@@ -4,7 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use gatehouse_registry::call::CallId;
-use gatehouse_registry::{Command, Proposal, Registry, documents};
+use gatehouse_registry::{Command, Proposal};
 use serde_json::json;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,20 +20,7 @@ pub(super) fn registry(yaml: &str) -> SharedRegistry {
          ---\napiVersion: gatehouse.dev/v1\nkind: Upstream\nmetadata: {{name: docs}}\n\
          spec: {{type: mcp, url: 'http://127.0.0.1:9/mcp'}}\n{yaml}"
     );
-    let parsed = documents::parse("test", &text);
-    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
-    let mut registry = Registry::new();
-    let proposal = Proposal {
-        request_id: uuid::Uuid::from_u128(1),
-        at: 0,
-        command: Command::Put {
-            resources: parsed.into_resources(),
-        },
-    };
-    registry
-        .apply(1, &proposal)
-        .expect("the test registry applies");
-    SharedRegistry::new(registry)
+    SharedRegistry::new(gatehouse_testkit::yaml::registry(&text))
 }
 
 /// acme's grants: every built-in tool, and the credentials the tests name.

@@ -118,6 +118,19 @@ pub fn serve_timed(
     }
 }
 
+/// The command line with `args`, as given.
+pub fn gatehouse(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the gatehouse binary runs")
+}
+
+/// What a command printed on its standard output.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The command line against the node at `addr`.
 pub fn cli(addr: &str, token: &str, args: &[&str]) -> Output {
     Command::new(BIN)

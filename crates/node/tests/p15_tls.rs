@@ -5,7 +5,7 @@
 //! still get in.
 
 use common::pki::{Ca, path};
-use common::{BIN, Node, cli, serve};
+use common::{BIN, Node, cli, ok, serve};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::raft_service_client::RaftServiceClient;
 use serde_json::Value;
@@ -27,11 +27,6 @@ fn cli_tls(addr: &str, token: &str, ca: &Path, args: &[&str]) -> Output {
     let mut all = vec!["--ca", ca.to_str().unwrap()];
     all.extend_from_slice(args);
     cli(addr, token, &all)
-}
-
-/// What the command printed, after checking it succeeded.
-fn ok(out: Output) -> String {
-    common::ok(out)
 }
 
 /// Runs `attempt` until it returns `Some` or 20 s pass.

@@ -109,11 +109,7 @@ fn the_cluster_survives_a_sigkilled_leader_process() {
     ));
     assert!(skills.contains("Skill/acme/acme-formats"), "{skills}");
     let extra = dir.path().join("extra.yaml");
-    std::fs::write(
-        &extra,
-        "apiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {name: after-kill}\nspec: {}\n",
-    )
-    .unwrap();
+    std::fs::write(&extra, gatehouse_testkit::yaml::tenant("after-kill")).unwrap();
     let out = ok(cli(
         &nodes[1].grpc,
         &token,

@@ -1,6 +1,6 @@
 //! Looking at a running node from outside: Prometheus metrics on the HTTP listener scraped over
 //! real HTTP, `/readyz`, and the gRPC health and reflection services over a real tonic channel.
-//! A one-node cluster runs in-process.
+//! One node.
 //!
 //! Tenant `acme`: the agent `bot`, the approver `alice`; built-in upstreams `demo` (`demo.echo`,
 //! read-only, `text` required) and `bank` (`bank.echo`, destructive), and the HTTP upstream
@@ -8,21 +8,17 @@
 //! failure. Tenant `globex` has no calls.
 
 use futures::StreamExt;
-use gatehouse_actors::ActorSettings;
 use gatehouse_cluster::grants::BuiltinTool;
 use gatehouse_cluster::grants::Grants;
-use gatehouse_cluster::net::OpenNetwork;
 use gatehouse_gateway::metrics::MetricsSettings;
-use gatehouse_node::config::{DEFAULT_READY_MAX_LAG, RaftTimings, ServeConfig, Start};
-use gatehouse_node::server::{self, NodeHandle};
+use gatehouse_node::server::NodeHandle;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{bearer, principal, resource};
+use gatehouse_tests::{NodeOptions, one_node};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
@@ -34,39 +30,17 @@ const ALICE: &str = "gate_alice-key-00000000000000000000000";
 const DEADLINE: Duration = Duration::from_secs(20);
 
 async fn start() -> (NodeHandle, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = ServeConfig {
-        node_id: 1,
-        data_dir: dir.path().join("node-1"),
-        grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http: SocketAddr::from(([127, 0, 0, 1], 0)),
-        start: Start::Bootstrap,
-        raft: RaftTimings {
-            heartbeat: Duration::from_millis(50),
-            election_min: Duration::from_millis(300),
-            election_max: Duration::from_millis(600),
-            ..RaftTimings::default()
-        },
-        actors: ActorSettings {
-            home_unreachable_after: Duration::from_millis(1_200),
-            review_every: Duration::from_millis(100),
-            ..ActorSettings::default()
-        },
-        mcp: Default::default(),
-        jwt: Vec::new(),
-        ready_max_lag: DEFAULT_READY_MAX_LAG,
-        a2a: Default::default(),
-        otlp: None,
-        tls: None,
+    let (node, dir) = one_node(NodeOptions {
         grants: Grants::default().with_builtins("acme", [BuiltinTool::Echo]),
         // This test reads the per-tenant series, which the operator must ask for.
         metrics: MetricsSettings {
             tenant_labels: true,
             token: None,
         },
-        filter: Arc::new(OpenNetwork),
-    };
-    let node = server::start(config).await.unwrap();
+        ..NodeOptions::default()
+    })
+    .await
+    .unwrap();
     let mut registry = RegistryServiceClient::connect(grpc_url(&node))
         .await
         .unwrap();
@@ -86,25 +60,6 @@ fn grpc_url(node: &NodeHandle) -> String {
     format!("http://{}", node.grpc_addr)
 }
 
-fn bearer<T>(message: T, key: &str) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {key}").parse().unwrap());
-    request
-}
-
-fn resource(kind: &str, name: &str, tenant: Option<&str>, spec: Value) -> pb::Resource {
-    pb::Resource {
-        kind: kind.into(),
-        name: name.into(),
-        tenant: tenant.map(Into::into),
-        labels: Default::default(),
-        spec_json: spec.to_string(),
-        generation: 0,
-    }
-}
-
 /// A loopback URL nothing listens on: a port the kernel handed out and that was closed again.
 fn dead_url() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -113,19 +68,11 @@ fn dead_url() -> String {
 
 fn resources(dead_url: &str) -> Vec<pb::Resource> {
     let acme = Some("acme");
-    let principal = |name: &str, key: &str, roles: Value| {
-        resource(
-            "Principal",
-            name,
-            None,
-            json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles}),
-        )
-    };
     vec![
         resource("Tenant", "acme", None, json!({})),
         resource("Tenant", "globex", None, json!({})),
-        principal("bot", BOT, json!({"acme": ["agent"]})),
-        principal("alice", ALICE, json!({"acme": ["approver"]})),
+        principal("bot", BOT, json!({"acme": ["agent"]}), None),
+        principal("alice", ALICE, json!({"acme": ["approver"]}), None),
         resource("Upstream", "demo", acme, json!({"type": "builtin"})),
         resource("Upstream", "bank", acme, json!({"type": "builtin"})),
         resource(

@@ -2,18 +2,10 @@
 
 use gatehouse_audit::{AuditLog, Entry, Kind};
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn gatehouse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(args)
-        .output()
-        .expect("the gatehouse binary runs")
-}
+mod common;
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::{gatehouse, stdout};
 
 /// Five approval records in DATA/audit, as a node would leave them.
 async fn write_log(data_dir: &Path) {

@@ -1,4 +1,4 @@
-//! The MCP front over real HTTP: a one-node cluster started in-process, rmcp's own client for
+//! The MCP front over real HTTP with built-in upstreams: one node, rmcp's own client for
 //! what MCP clients do, raw JSON-RPC over reqwest for what a broken client does, and approvals
 //! over gRPC as an approver would give them.
 //!
@@ -6,17 +6,15 @@
 //! read-only), `bank` (`bank.echo`, destructive, `amount` an integer) and `vault`
 //! (`vault.echo`, denied by policy). Tenant `globex`: the agent `gina` and `other.echo`.
 
-use gatehouse_actors::ActorSettings;
 use gatehouse_cluster::grants::BuiltinTool;
 use gatehouse_cluster::grants::Grants;
-use gatehouse_cluster::net::OpenNetwork;
 use gatehouse_fronts::mcp::McpSettings;
-use gatehouse_node::config::{RaftTimings, ServeConfig, Start};
-use gatehouse_node::server::{self, NodeHandle};
+use gatehouse_node::server::NodeHandle;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{bearer, jsonrpc_message, principal, resource};
+use gatehouse_tests::{NodeOptions, one_node};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     GetTaskParams, Implementation, JsonObject, ProtocolVersion, ReadResourceRequestParams,
@@ -27,7 +25,6 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,41 +52,18 @@ struct Fixture {
 
 impl Fixture {
     async fn start() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
-        let timings = RaftTimings {
-            heartbeat: Duration::from_millis(50),
-            election_min: Duration::from_millis(300),
-            election_max: Duration::from_millis(600),
-            ..RaftTimings::default()
-        };
-        let config = ServeConfig {
-            node_id: 1,
-            data_dir: dir.path().join("node-1"),
-            grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
-            http: SocketAddr::from(([127, 0, 0, 1], 0)),
-            start: Start::Bootstrap,
-            raft: timings,
-            actors: ActorSettings {
-                home_unreachable_after: Duration::from_millis(1_200),
-                review_every: Duration::from_millis(100),
-                ..ActorSettings::default()
-            },
+        let (node, dir) = one_node(NodeOptions {
             mcp: McpSettings {
                 max_body_bytes: MAX_BODY,
                 ..McpSettings::default()
             },
-            jwt: Vec::new(),
-            ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
-            a2a: Default::default(),
-            otlp: None,
-            tls: None,
             grants: Grants::default()
                 .with_builtins("acme", BuiltinTool::ALL)
                 .with_builtins("globex", [BuiltinTool::Echo]),
-            metrics: Default::default(),
-            filter: Arc::new(OpenNetwork),
-        };
-        let node = server::start(config).await.unwrap();
+            ..NodeOptions::default()
+        })
+        .await
+        .unwrap();
         let fixture = Fixture { node, dir };
         fixture.apply(resources()).await;
         fixture.wait_placed().await;
@@ -189,42 +163,24 @@ impl Fixture {
     }
 }
 
-fn bearer<T>(message: T, key: &str) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {key}").parse().unwrap());
-    request
-}
-
-fn resource(kind: &str, name: &str, tenant: Option<&str>, spec: Value) -> pb::Resource {
-    pb::Resource {
-        kind: kind.into(),
-        name: name.into(),
-        tenant: tenant.map(Into::into),
-        labels: Default::default(),
-        spec_json: spec.to_string(),
-        generation: 0,
-    }
-}
-
-fn principal(name: &str, key: &str, roles: Value) -> pb::Resource {
-    resource(
-        "Principal",
-        name,
-        None,
-        json!({"apiKeySha256": sha256_hex(key.as_bytes()), "roles": roles, "user": format!("{name}-user")}),
-    )
-}
-
 fn resources() -> Vec<pb::Resource> {
     let acme = Some("acme");
     vec![
         resource("Tenant", "acme", None, json!({})),
         resource("Tenant", "globex", None, json!({})),
-        principal("bot", BOT, json!({"acme": ["agent"]})),
-        principal("alice", ALICE, json!({"acme": ["approver"]})),
-        principal("gina", GINA, json!({"globex": ["agent"]})),
+        principal("bot", BOT, json!({"acme": ["agent"]}), Some("bot-user")),
+        principal(
+            "alice",
+            ALICE,
+            json!({"acme": ["approver"]}),
+            Some("alice-user"),
+        ),
+        principal(
+            "gina",
+            GINA,
+            json!({"globex": ["agent"]}),
+            Some("gina-user"),
+        ),
         resource("Upstream", "demo", acme, json!({"type": "builtin"})),
         resource("Upstream", "bank", acme, json!({"type": "builtin"})),
         resource("Upstream", "vault", acme, json!({"type": "builtin"})),
@@ -597,15 +553,7 @@ async fn post(
 
 /// The JSON-RPC message of a response, whether sent as JSON or as an event stream.
 async fn message(response: reqwest::Response) -> Value {
-    let text = response.text().await.unwrap();
-    if let Ok(value) = serde_json::from_str(&text) {
-        return value;
-    }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("jsonrpc").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC message in {text}"))
+    jsonrpc_message(&response.text().await.unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,7 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use gatehouse_registry::canonical::sha256_hex;
+use gatehouse_testkit::wire::{jsonrpc_message, principal, resource};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -156,33 +156,12 @@ impl Upstream {
     }
 }
 
-fn resource(kind: &str, name: &str, tenant: Option<&str>, spec: Value) -> pb::Resource {
-    pb::Resource {
-        kind: kind.into(),
-        name: name.into(),
-        tenant: tenant.map(Into::into),
-        labels: Default::default(),
-        spec_json: spec.to_string(),
-        generation: 0,
-    }
-}
-
 fn resources(upstream: &str) -> Vec<pb::Resource> {
     let acme = Some("acme");
     vec![
         resource("Tenant", "acme", None, json!({})),
-        resource(
-            "Principal",
-            "bot",
-            None,
-            json!({"apiKeySha256": sha256_hex(BOT.as_bytes()), "roles": {"acme": ["agent"]}}),
-        ),
-        resource(
-            "Principal",
-            "alice",
-            None,
-            json!({"apiKeySha256": sha256_hex(ALICE.as_bytes()), "roles": {"acme": ["approver"]}}),
-        ),
+        principal("bot", BOT, json!({"acme": ["agent"]}), None),
+        principal("alice", ALICE, json!({"acme": ["approver"]}), None),
         resource(
             "Tool",
             "rec.pay",
@@ -354,15 +333,7 @@ async fn mcp_post(
 
 /// The JSON-RPC message of a response, whether sent as JSON or as an event stream.
 async fn message(response: reqwest::Response) -> Value {
-    let text = response.text().await.unwrap();
-    if let Ok(value) = serde_json::from_str(&text) {
-        return value;
-    }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("jsonrpc").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC message in {text}"))
+    jsonrpc_message(&response.text().await.unwrap())
 }
 
 /// Calls `rec.echo` over MCP with a `traceparent` HTTP header: the trace id in the result's

@@ -1,9 +1,11 @@
-//! Drives the official Python MCP SDK from tests: `scripts/python-env` makes (once per machine)
-//! a virtual environment with the pinned `mcp` package, and `tests/python/mcp_client.py` runs one
-//! command against an MCP endpoint and prints what it saw as one JSON object.
+//! Drives the official Python SDKs from tests: `scripts/python-env` makes (once per machine) a
+//! virtual environment with the pinned `mcp` and `a2a-sdk` packages; `tests/python/mcp_client.py`
+//! and `tests/python/a2a_client.py` run one command against an endpoint and print what they saw
+//! as one JSON object.
 //!
 //! The environment is prepared once per test process; the script holds a lock file while it
-//! checks or makes the environment, so parallel test processes do not race. Without `python3` the tests that need it skip, saying so.
+//! checks or makes the environment, so parallel test processes do not race. Without `python3`
+//! the tests that need it skip, saying so.
 
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -12,10 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ sits in the repository")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn script() -> PathBuf {
@@ -35,7 +34,7 @@ fn prepare() -> Result<PathBuf, String> {
         .is_ok_and(|s| s.success());
     if !found {
         return Err(format!(
-            "no {} on PATH: the Python MCP interoperability tests are skipped",
+            "no {} on PATH: the Python interoperability tests are skipped",
             python.to_string_lossy()
         ));
     }

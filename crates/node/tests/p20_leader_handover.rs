@@ -113,11 +113,7 @@ fn a_leader_stopped_with_sigterm_hands_leadership_to_a_voter() {
         assert_eq!(after["term"].as_u64(), Some(new_term), "{after}");
     }
     let tenant = dir.path().join("tenant.yaml");
-    std::fs::write(
-        &tenant,
-        "apiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {name: after-handover}\nspec: {}\n",
-    )
-    .unwrap();
+    std::fs::write(&tenant, gatehouse_testkit::yaml::tenant("after-handover")).unwrap();
     let created = ok(cli(
         &nodes[0].grpc,
         &token,

@@ -4,9 +4,8 @@
 //! SIGKILL; the others still answer `GetTask` for it, over JSON-RPC and gRPC, an approver approves
 //! it over gRPC, and it completes. Skips, saying so, without python3.
 
+use gatehouse_testkit::python::{A2aClient, venv_python};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod common;
@@ -19,51 +18,13 @@ const APPROVER_KEY: &str = "gate_a2a-approver-000000000000000000000";
 const AUTH_REQUIRED: &str = "TASK_STATE_AUTH_REQUIRED";
 const COMPLETED: &str = "TASK_STATE_COMPLETED";
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The test venv's python (made once by scripts/python-env), or `None` without python3.
-fn venv_python() -> Option<PathBuf> {
-    let found = Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIPPED: no python3 on PATH: the A2A interoperability test needs it");
-        return None;
-    }
-    let out = Command::new(repo_root().join("scripts/python-env"))
-        .current_dir(repo_root())
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("scripts/python-env runs");
-    assert!(out.status.success(), "scripts/python-env failed");
-    Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
 /// One run of the Python client against the card of the node at `http`.
-fn a2a(python: &Path, http: &str, transport: &str, token: &str, args: &[&str]) -> Value {
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/python/a2a_client.py"))
-        .args([
-            "--card-url",
-            &format!("http://{http}"),
-            "--transport",
-            transport,
-        ])
-        .args(["--key", token, "--deadline", "30"])
-        .args(args)
-        .output()
-        .expect("the Python client runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
-    serde_json::from_str(line.unwrap_or("{}")).unwrap_or_else(|e| {
-        panic!(
-            "a2a_client.py printed {stdout:?} ({e}); stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+fn a2a(http: &str, transport: &str, token: &str, args: &[&str]) -> Value {
+    A2aClient::new(&format!("http://{http}"), transport, Some(token))
+        .expect("the test checked for python first")
+        .deadline(30.0)
+        .run(args)
+        .expect("the Python client answers with JSON")
 }
 
 fn state(answer: &Value) -> Option<&str> {
@@ -141,9 +102,9 @@ spec:
 
 #[test]
 fn a_delegated_task_outlives_the_node_that_took_it() {
-    let Some(python) = venv_python() else {
+    if venv_python().is_none() {
         return;
-    };
+    }
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("partner.secret");
     std::fs::write(&secret, SECRET).unwrap();
@@ -181,7 +142,6 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
         Duration::from_secs(60),
         || {
             let answer = a2a(
-                &python,
                 &nodes[0].http,
                 "jsonrpc",
                 &peer,
@@ -207,7 +167,7 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
             "another node answers GetTask",
             Duration::from_secs(30),
             || {
-                let got = a2a(&python, &node.http, transport, &peer, &["get", &task_id]);
+                let got = a2a(&node.http, transport, &peer, &["get", &task_id]);
                 (state(&got) == Some(AUTH_REQUIRED)).then_some(got)
             },
         );
@@ -232,7 +192,7 @@ fn a_delegated_task_outlives_the_node_that_took_it() {
         out.status.success().then_some(())
     });
     let done = until("the task completes", Duration::from_secs(90), || {
-        let got = a2a(&python, &nodes[1].http, "grpc", &peer, &["get", &task_id]);
+        let got = a2a(&nodes[1].http, "grpc", &peer, &["get", &task_id]);
         (state(&got) == Some(COMPLETED)).then_some(got)
     });
     let artifact = &done["task"]["artifacts"][0]["parts"][0]["data"];

@@ -100,8 +100,10 @@ impl Disk {
         })
     }
 
-    /// Chains, writes and syncs a batch, then moves the head. Returns the first seq given.
-    /// On error nothing of the chain state moves; the caller stops using this log.
+    /// Chains, writes and syncs a batch: once it returns, the batch is on disk and may be
+    /// answered for. Returns the first seq given. The head moves in [`Disk::advance_head`],
+    /// after the answers: a head behind the log is allowed, so nobody waits for it. On error
+    /// nothing of the chain state moves; the caller stops using this log.
     pub fn commit(&mut self, batch: Vec<(u64, Entry)>) -> io::Result<u64> {
         let first = self.next_seq;
         let mut seq = first;
@@ -115,14 +117,18 @@ impl Disk {
         }
         self.file.write_all(&bytes)?;
         self.file.sync_data()?;
-        let head = Head {
-            seq: seq - 1,
-            hash: prev,
-        };
-        files::write_head(&self.dir, &head)?;
         self.next_seq = seq;
-        self.prev = head.hash;
+        self.prev = prev;
         Ok(first)
+    }
+
+    /// Records the last synced record in `audit.head`.
+    pub fn advance_head(&self) -> io::Result<()> {
+        let head = Head {
+            seq: self.next_seq - 1,
+            hash: self.prev.clone(),
+        };
+        files::write_head(&self.dir, &head)
     }
 }
 

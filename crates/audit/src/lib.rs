@@ -28,7 +28,7 @@
 //! # Group commit and crashes
 //!
 //! One writer task takes everything queued, chains it, writes it with one `write`, one
-//! `sync_data`, then moves the head, then answers. A crash loses entries queued with
+//! `sync_data`, answers, then moves the head (so no answer waits for the head's own sync). A crash loses entries queued with
 //! [`AuditLog::record`] and not yet synced, and can leave a torn last line, which the next
 //! [`AuditLog::open`] cuts off. Nothing [`AuditLog::record_durable`] or [`AuditLog::flush`]
 //! answered for is lost.

@@ -201,11 +201,38 @@ fn fail(writer: &WriterState, kind: io::ErrorKind, message: String) {
     }
 }
 
+/// Moves `audit.head` to the batch just answered for, off the answer's path. A failure here is
+/// a failed log like any other: later entries are refused.
+async fn advance_head(disk: Option<Disk>, writer: &WriterState) -> Option<Disk> {
+    let d = disk?;
+    let moved = tokio::task::spawn_blocking(move || {
+        let result = d.advance_head();
+        (d, result)
+    })
+    .await;
+    match moved {
+        Ok((d, Ok(()))) => Some(d),
+        Ok((_, Err(e))) => {
+            fail(writer, e.kind(), format!("moving audit.head: {e}"));
+            None
+        }
+        Err(e) => {
+            fail(
+                writer,
+                io::ErrorKind::Other,
+                format!("moving audit.head: {e}"),
+            );
+            None
+        }
+    }
+}
+
 fn closed() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "audit log closed")
 }
 
-/// Takes everything queued (up to a batch), commits it with one write and one sync, answers.
+/// Takes everything queued (up to a batch), commits it with one write and one sync, answers,
+/// then moves the head.
 /// Ends on `close` or when every handle is gone. After a failed write the log is not trusted to
 /// continue: every later entry is refused, and a restart recovers from what is on disk.
 async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, writer: Arc<WriterState>) {
@@ -291,6 +318,9 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, writer: Ar
                 }
                 for done in flushes {
                     let _ = done.send(Ok(()));
+                }
+                if count > 0 {
+                    disk = advance_head(disk, &writer).await;
                 }
             }
             Err(e) => {

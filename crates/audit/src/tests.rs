@@ -240,9 +240,10 @@ async fn record_durable_returns_only_after_the_bytes_are_on_disk() {
     let last: Record = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!((last.seq, last.node), (2, 7));
     assert_eq!(last.entry, entry(2));
+    // The head follows once the batch is answered for; close waits for it.
+    log.close().await;
     let head = std::fs::read_to_string(dir.path().join("audit.head")).unwrap();
     assert!(head.contains(&last.hash), "{head}");
-    log.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,14 +293,18 @@ async fn a_write_the_disk_refuses_fails_the_writer_and_every_later_entry_at_once
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open(dir.path(), 1).unwrap();
     log.record_durable(entry(1)).await.unwrap();
+    // Answered after the head for entry 1 has moved (the writer takes one thing at a time).
+    log.flush().await.unwrap();
     // The head cannot be moved: its temporary file's name is taken by a directory.
     std::fs::create_dir(dir.path().join("audit.head.tmp")).unwrap();
-    assert!(log.record_durable(entry(2)).await.is_err());
+    // The record itself is synced before the head moves, so it is answered for; the failed
+    // head move fails the writer before it takes anything else.
+    assert_eq!(log.record_durable(entry(2)).await.unwrap(), 2);
+    assert!(log.flush().await.is_err());
     // From now on nothing is taken, before it is queued: no caller acts on a lost record.
     assert!(log.writable().is_err());
     assert!(log.record(entry(3)).is_err());
     assert!(log.record_durable(entry(4)).await.is_err());
-    assert!(log.flush().await.is_err());
     log.close().await;
     std::fs::remove_dir(dir.path().join("audit.head.tmp")).unwrap();
     // What reached the disk is intact; a new open carries on from it.
@@ -307,7 +312,8 @@ async fn a_write_the_disk_refuses_fails_the_writer_and_every_later_entry_at_once
     reopened.writable().unwrap();
     reopened.record_durable(entry(5)).await.unwrap();
     reopened.close().await;
-    verify(dir.path()).unwrap();
+    let verified = verify(dir.path()).unwrap();
+    assert_eq!((verified.records, verified.last_seq), (3, 3));
 }
 
 #[tokio::test]

@@ -1,21 +1,17 @@
-//! Making writes durable, many at a time. sled's `flush` writes its buffers out with
+//! Making sled's writes durable (the vote, a purge mark, snapshots), many at a time. sled's `flush` writes its buffers out with
 //! `sync_file_range`, which neither reaches the device's cache nor the file's metadata; so after
 //! it we `fdatasync` sled's data file ourselves. One thread does this for everyone: whatever
 //! waits when a sync starts is covered by it (group commit), and completions fire in the order
 //! they were asked for.
 
-use crate::{StoreError, TypeConfig};
-use openraft::storage::LogFlushed;
+use crate::StoreError;
 use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
 
-/// What to do once the writes made before the request are on disk.
-enum Waiter {
-    Log(LogFlushed<TypeConfig>),
-    Notify(oneshot::Sender<Result<(), String>>),
-}
+/// Told once the writes made before the request are on disk.
+type Waiter = oneshot::Sender<Result<(), String>>;
 
 /// Cheap to clone. Dropping the last clone stops the sync thread and waits for it, so that the
 /// database is closed (and may be opened again) once the stores are gone.
@@ -58,14 +54,8 @@ impl Durable {
                     let mut batch = vec![first];
                     batch.extend(waiting.try_iter());
                     let synced = sync(&thread_db, &thread_file).map_err(|e| e.to_string());
-                    for waiter in batch {
-                        match waiter {
-                            Waiter::Log(callback) => callback
-                                .log_io_completed(synced.clone().map_err(std::io::Error::other)),
-                            Waiter::Notify(done) => {
-                                let _ = done.send(synced.clone());
-                            }
-                        }
+                    for done in batch {
+                        let _ = done.send(synced.clone());
                     }
                 }
             })?;
@@ -77,7 +67,6 @@ impl Durable {
         })))
     }
 
-    /// Reports the log IO complete once every write made so far is on disk.
     fn send(&self, waiter: Waiter) -> Result<(), StoreError> {
         self.0
             .requests
@@ -87,14 +76,10 @@ impl Durable {
             .map_err(|_| StoreError::Sync("the sync thread has stopped".into()))
     }
 
-    pub(crate) fn after_sync(&self, callback: LogFlushed<TypeConfig>) -> Result<(), StoreError> {
-        self.send(Waiter::Log(callback))
-    }
-
     /// Waits until every write made so far is on disk.
     pub(crate) async fn sync(&self) -> Result<(), StoreError> {
         let (done, synced) = oneshot::channel();
-        self.send(Waiter::Notify(done))?;
+        self.send(done)?;
         synced
             .await
             .map_err(|_| StoreError::Sync("the sync thread has stopped".into()))?

@@ -1,6 +1,7 @@
-//! The keys things are stored under in sled: log indexes that sort in index order, applied
-//! commands under `cmd/`, and the state tree's applied log id and membership. A leaf: the log,
-//! the state machine, snapshots and recovery all read these, and it reads none of them.
+//! The keys things are stored under in sled: applied commands under `cmd/` (their indexes
+//! big-endian, so they sort in index order), and the state tree's applied log id and
+//! membership. A leaf: the state machine, snapshots and recovery read these, and it reads none
+//! of them.
 
 use crate::StoreError;
 
@@ -8,11 +9,6 @@ use crate::StoreError;
 pub(crate) const APPLIED: &[u8] = b"applied";
 /// The state tree's key for the membership as of the last applied log id.
 pub(crate) const MEMBERSHIP: &[u8] = b"membership";
-
-/// A log index as a key: big-endian, so sled's byte order is index order.
-pub(crate) fn index_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
 
 pub(crate) fn key_index(key: &[u8]) -> Result<u64, StoreError> {
     let bytes: [u8; 8] = key
@@ -44,9 +40,8 @@ mod tests {
 
     #[test]
     fn keys_sort_by_index_and_round_trip() {
-        assert!(index_key(255) < index_key(256));
         assert!(cmd_key(255) < cmd_key(256));
-        assert_eq!(key_index(&index_key(42)).unwrap(), 42);
+        assert_eq!(key_index(&42u64.to_be_bytes()).unwrap(), 42);
         assert_eq!(cmd_index(&cmd_key(7)).unwrap(), 7);
         assert!(key_index(b"short").is_err());
         assert!(cmd_index(b"applied").is_err());

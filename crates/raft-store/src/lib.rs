@@ -1,9 +1,9 @@
 //! openraft storage on sled for the gatehouse registry: the Raft log and vote, the state machine
 //! (the in-memory `Registry` plus what makes it durable), and snapshots.
 //!
-//! Durability is the point of this crate: a vote or a log entry is on disk (sled's synchronous
-//! flush, then an fdatasync of its file, off the async threads) before openraft is told it is
-//! persisted. It must never use sled's `flush_async` (it can deadlock in 0.34.7), never
+//! Durability is the point of this crate: a log entry is on disk (one write to the log's own
+//! segment file, then an fdatasync of it, on a sync thread) and a vote is on disk (sled's
+//! synchronous flush, then an fdatasync of its file) before openraft is told it is persisted. It must never use sled's `flush_async` (it can deadlock in 0.34.7), never
 //! acknowledge what it has not synced, and never evaluate anything itself: applying an entry is
 //! `Registry::apply`, nothing more.
 
@@ -16,6 +16,7 @@ mod log_store;
 mod open;
 mod recovery;
 mod restore;
+mod segments;
 mod shared_registry;
 mod snapshot;
 mod state_machine;

@@ -1,13 +1,14 @@
-//! The Raft log and vote on sled. Every write is on disk (sled's flush, then an fdatasync, on
-//! the sync thread) before openraft hears that it is: an append's batch is written at once and
-//! its callback fires when a sync covering it completes, so appends in flight share one sync; a
-//! vote is synced before `save_vote` returns. Writes reach sled in the order openraft makes
-//! them, and completions fire in that order.
+//! The Raft log and vote. Entries live in the log's own segment files (`segments`): an
+//! append's batch is written at once and its callback fires when an `fdatasync` covering it
+//! completes, so appends in flight share one sync. The vote, the committed and the last purged
+//! log id live in sled's meta tree; a vote is synced (sled's flush, then an fdatasync) before
+//! `save_vote` returns. Writes happen in the order openraft makes them, and completions fire in
+//! that order.
 
-use crate::codec::{blocking, decode, encode, get_json};
+use crate::codec::{blocking, encode, get_json};
 use crate::durable::Durable;
-use crate::keys::index_key;
-use crate::log_reader::{LogReader, read_entries, read_error};
+use crate::log_reader::{LogReader, read_error};
+use crate::segments::Segments;
 use crate::{NodeId, StoreError, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
@@ -15,16 +16,18 @@ use openraft::{
 };
 use std::fmt;
 use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::Arc;
 
 const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
 
-/// The log store: entries keyed by index (big-endian), vote, committed and last purged log id in
-/// a meta tree.
+/// The log store: entries in segment files; vote, committed and last purged log id in a meta
+/// tree.
 pub struct LogStore {
     durable: Durable,
-    logs: sled::Tree,
+    segments: Arc<Segments>,
     meta: sled::Tree,
 }
 
@@ -35,18 +38,38 @@ impl fmt::Debug for LogStore {
 }
 
 impl LogStore {
-    /// Opens the log trees and removes entries a purge had recorded but not yet deleted when
-    /// the process stopped.
-    pub(crate) fn open(db: &sled::Db, durable: Durable) -> Result<Self, StoreError> {
-        let store = Self {
-            durable,
-            logs: db.open_tree("logs")?,
-            meta: db.open_tree("meta")?,
-        };
-        if let Some(purged) = store.last_purged()? {
-            remove_range(&store.logs, ..=index_key(purged.index))?;
+    /// Opens the log in `dir`. A store written before the log had files of its own keeps its
+    /// entries in sled's `logs` tree: they move to the segments once, whole, and the tree is
+    /// emptied after.
+    pub(crate) fn open(db: &sled::Db, dir: &Path, durable: Durable) -> Result<Self, StoreError> {
+        let meta = db.open_tree("meta")?;
+        let purged = get_json::<LogId<NodeId>>(&meta, LAST_PURGED, "last purged log id")?;
+        let old = db.open_tree("logs")?;
+        let segments = Segments::open(dir, purged.map(|p| p.index), || {
+            let mut entries = Vec::new();
+            for item in old.iter().values() {
+                let entry: Entry<TypeConfig> = crate::codec::decode("log entry", &item?)?;
+                if purged.is_none_or(|p| entry.log_id.index > p.index) {
+                    entries.push(entry);
+                }
+            }
+            if !entries.is_empty() {
+                tracing::info!(
+                    entries = entries.len(),
+                    "moving the Raft log into its own files"
+                );
+            }
+            Ok(entries)
+        })?;
+        if !old.is_empty() {
+            old.clear()?;
+            durable.sync_here()?;
         }
-        Ok(store)
+        Ok(Self {
+            durable,
+            segments,
+            meta,
+        })
     }
 
     fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StoreError> {
@@ -55,25 +78,11 @@ impl LogStore {
 
     fn log_state(&self) -> Result<LogState<TypeConfig>, StoreError> {
         let last_purged_log_id = self.last_purged()?;
-        let last = match self.logs.last()? {
-            Some((_, value)) => Some(decode::<Entry<TypeConfig>>("log entry", &value)?.log_id),
-            None => None,
-        };
         Ok(LogState {
             last_purged_log_id,
-            last_log_id: last.max(last_purged_log_id),
+            last_log_id: self.segments.last().max(last_purged_log_id),
         })
     }
-}
-
-/// Removes every entry whose key falls in `range`, in one batch.
-fn remove_range<R: RangeBounds<[u8; 8]>>(logs: &sled::Tree, range: R) -> Result<(), StoreError> {
-    let mut batch = sled::Batch::default();
-    for key in logs.range(range).keys() {
-        batch.remove(key?);
-    }
-    logs.apply_batch(batch)?;
-    Ok(())
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -81,7 +90,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        read_entries(&self.logs, range).map_err(read_error)
+        self.segments.read(range).map_err(read_error)
     }
 }
 
@@ -93,7 +102,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn get_log_reader(&mut self) -> LogReader {
-        LogReader::new(self.logs.clone())
+        LogReader::new(self.segments.clone())
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
@@ -147,48 +156,33 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let write = |e: StoreError| e.storage(ErrorSubject::Logs, ErrorVerb::Write);
-        let mut batch = sled::Batch::default();
-        for entry in entries {
-            let bytes = encode("log entry", &entry).map_err(write)?;
-            batch.insert(&index_key(entry.log_id.index)[..], bytes);
-        }
-        let logs = self.logs.clone();
-        // One batch (atomic: no hole if we crash halfway). The callback fires only once the
-        // sync thread has made it durable; appends arriving meanwhile share that sync.
-        let written = blocking(move || {
-            logs.apply_batch(batch)?;
-            Ok(())
-        })
-        .await;
-        match written {
-            Ok(()) => self.durable.after_sync(callback).map_err(write),
-            Err(e) => {
-                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                Err(write(e))
-            }
-        }
+        // One write of every record; the callback fires once the sync thread has made it
+        // durable, and appends arriving meanwhile share that sync. A torn write is cut off at
+        // the next open, never acknowledged.
+        self.segments.append(entries, callback).map_err(write)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let delete = |e: StoreError| e.storage(ErrorSubject::Logs, ErrorVerb::Delete);
-        let logs = self.logs.clone();
-        blocking(move || remove_range(&logs, index_key(log_id.index)..))
+        let segments = self.segments.clone();
+        blocking(move || segments.truncate(log_id.index))
             .await
-            .map_err(delete)?;
-        self.durable.sync().await.map_err(delete)
+            .map_err(delete)
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let delete = |e: StoreError| e.storage(ErrorSubject::Logs, ErrorVerb::Delete);
         let bytes = encode("last purged log id", &log_id).map_err(delete)?;
-        let (logs, meta) = (self.logs.clone(), self.meta.clone());
+        let meta = self.meta.clone();
         blocking(move || Ok(meta.insert(LAST_PURGED, bytes).map(drop)?))
             .await
             .map_err(delete)?;
         // The mark, and every state-machine batch written before it, are on disk before any
-        // entry goes; entries left behind by a crash here are removed at the next open.
+        // entry goes; segments left behind by a crash here are skipped up to the mark at the
+        // next open.
         self.durable.sync().await.map_err(delete)?;
-        blocking(move || remove_range(&logs, ..=index_key(log_id.index)))
+        let segments = self.segments.clone();
+        blocking(move || segments.purge(log_id.index))
             .await
             .map_err(delete)
     }

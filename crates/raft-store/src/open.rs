@@ -1,4 +1,5 @@
-//! Opening the store: one sled database holding the log, the state machine and the snapshot.
+//! Opening the store: the Raft log's segment files, and one sled database holding the vote,
+//! the state machine and the snapshot.
 
 use crate::durable::Durable;
 use crate::{LogStore, StateMachineStore, StoreError};
@@ -37,7 +38,7 @@ pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), StoreError> {
         }
     };
     let durable = Durable::start(db.clone(), dir)?;
-    let log = LogStore::open(&db, durable.clone())?;
+    let log = LogStore::open(&db, dir, durable.clone())?;
     let state_machine = StateMachineStore::open(&db, durable)?;
     Ok((log, state_machine))
 }

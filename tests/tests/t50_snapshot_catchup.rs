@@ -10,15 +10,16 @@ const BATCH: usize = 1_000;
 
 #[test]
 fn a_new_learner_catches_up_from_a_snapshot_of_50k_resources() -> anyhow::Result<()> {
-    // Snapshot every 10 entries and keep no log behind it: the learner cannot catch up from
-    // the log. Big entries (1,000 resources each) get a roomier heartbeat, which also bounds
-    // each AppendEntries.
+    // No snapshot by policy during the load (each would serialise the growing registry on
+    // three nodes sharing two cores); one is asked for once the registry stands still, and no
+    // log is kept behind it: the learner cannot catch up from the log. Big entries (1,000
+    // resources each) get a roomier heartbeat, which also bounds each AppendEntries.
     let timings = RaftTimings {
         heartbeat: Duration::from_millis(200),
         election_min: Duration::from_millis(1_000),
         election_max: Duration::from_millis(2_000),
         logs_kept_after_snapshot: 0,
-        ..fast_timings(10)
+        ..fast_timings(1_000_000)
     };
     let mut cluster = TestCluster::with_timings(&[1, 2, 3], timings)?;
     let admin = cluster.admin(1);
@@ -35,6 +36,14 @@ fn a_new_learner_catches_up_from_a_snapshot_of_50k_resources() -> anyhow::Result
     cluster.wait_all_placed(Duration::from_secs(300))?;
     let last = last.max(cluster.max_applied());
     cluster.wait_converged(last, Duration::from_secs(60))?;
+    let last = cluster.max_applied();
+    let leader = cluster.leader(Duration::from_secs(10))?;
+    cluster.block_on(cluster.node(leader).raft().trigger().snapshot())?;
+    cluster.wait_until(
+        "the leader snapshots and purges its log",
+        Duration::from_secs(120),
+        |c| c.purged_index(leader).is_some_and(|p| p >= last),
+    )?;
 
     let started = Instant::now();
     cluster.add_learner(4)?;
@@ -45,7 +54,7 @@ fn a_new_learner_catches_up_from_a_snapshot_of_50k_resources() -> anyhow::Result
         "learner caught up on {RESOURCES} resources in {:?}",
         started.elapsed()
     );
-    let (_, learners) = cluster.membership(1);
+    let (_, learners) = cluster.membership(leader);
     assert_eq!(learners, [4]);
     assert!(
         cluster.snapshot_index(4).is_some_and(|i| i > 0),
@@ -53,10 +62,6 @@ fn a_new_learner_catches_up_from_a_snapshot_of_50k_resources() -> anyhow::Result
     );
     let digest = cluster.wait_converged(now, Duration::from_secs(30))?;
     assert_eq!(cluster.digest(4), digest);
-    assert!(
-        cluster.purged_index(1).is_some_and(|p| p >= last - 10),
-        "the leader purged its log"
-    );
     assert!(
         cluster.has_tenant(4, "t00000") && cluster.has_tenant(4, &format!("t{:05}", RESOURCES - 1))
     );

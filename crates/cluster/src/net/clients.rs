@@ -1,7 +1,7 @@
 //! One lazily connected gRPC channel per peer address, shared by Raft replication and write
 //! forwarding. Every request carries the cluster's peer secret.
 
-use super::PeerTransport;
+use super::{PeerTransport, Reachability};
 use gatehouse_proto::v1::raft_service_client::RaftServiceClient;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -18,6 +18,7 @@ pub struct Peers {
     secret: Arc<RwLock<Option<String>>>,
     /// When each peer last answered a Raft RPC: how the leader tells who is reachable.
     answered: Arc<RwLock<HashMap<u64, Instant>>>,
+    reachability: Reachability,
     transport: PeerTransport,
 }
 
@@ -33,6 +34,7 @@ impl Peers {
             channels: Arc::default(),
             secret: Arc::new(RwLock::new(secret)),
             answered: Arc::default(),
+            reachability: Reachability::default(),
             transport,
         }
     }
@@ -59,6 +61,12 @@ impl Peers {
             .write()
             .expect("answered lock")
             .insert(node, Instant::now());
+        self.reachability.answered(node);
+    }
+
+    /// A Raft RPC to `node` failed: said once per outage, not once per RPC.
+    pub fn note_failure(&self, node: u64, error: &str) {
+        self.reachability.failed(node, error);
     }
 
     /// Whether `node` answered within `window`.

@@ -4,11 +4,13 @@
 mod clients;
 mod forward;
 mod raft_network;
+mod reachability;
 mod transport;
 
 pub use clients::{MAX_RAFT_MESSAGE, Peers};
 pub use forward::{ForwardReply, Forwarded};
 pub use raft_network::NetworkFactory;
+pub use reachability::{NOT_JOINED, Reachability};
 pub use transport::PeerTransport;
 
 use std::fmt;

@@ -88,7 +88,9 @@ impl Network {
         E: std::error::Error + DeserializeOwned,
     {
         let unreachable = |e: &dyn std::fmt::Display| {
-            RPCError::Unreachable(Unreachable::new(&std::io::Error::other(e.to_string())))
+            let error = e.to_string();
+            self.peers.note_failure(self.target, &error);
+            RPCError::Unreachable(Unreachable::new(&std::io::Error::other(error)))
         };
         deliver(&*self.filter, self.me, self.target)
             .await

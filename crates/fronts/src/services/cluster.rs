@@ -162,6 +162,11 @@ impl Membership {
             .add_learner(node, BasicNode { addr }, false)
             .await
             .map_err(|e| refused(e.to_string()))?;
+        tracing::info!(
+            node,
+            index = written.log_id.index,
+            "node {node} is a learner now and catches up from the leader's log or snapshot"
+        );
         Ok(written.log_id.index)
     }
 

@@ -3,7 +3,7 @@
 //! certificate from the cluster's CA); clients never talk to it.
 
 use super::status::{answer, to_status};
-use gatehouse_cluster::net::{ForwardReply, Forwarded, Peers};
+use gatehouse_cluster::net::{ForwardReply, Forwarded, NOT_JOINED, Peers};
 use gatehouse_gateway::auth::constant_time_eq;
 use gatehouse_gateway::pipeline::{ErrorCode, GatewayError};
 use gatehouse_proto::v1 as pb;
@@ -40,9 +40,7 @@ impl RaftRpc {
 
     fn check_secret<T>(&self, request: &Request<T>) -> Result<(), GatewayError> {
         let Some(secret) = self.peers.secret() else {
-            return Err(GatewayError::unavailable(
-                "this node has not joined a cluster yet",
-            ));
+            return Err(GatewayError::unavailable(NOT_JOINED));
         };
         let presented = request
             .metadata()

@@ -7,6 +7,7 @@
 //! here, in the same shape, so a call's trace id is the same whether or not spans are exported.
 
 mod otlp;
+mod quiet;
 mod traceparent;
 
 pub use otlp::{OtlpSettings, Telemetry};

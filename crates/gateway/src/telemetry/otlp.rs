@@ -2,6 +2,7 @@
 //! the node's own spans exported in batches over OTLP/gRPC. Without an endpoint no exporter is
 //! built and no export thread runs.
 
+use super::quiet::OpenraftRpcFailures;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{ExporterBuildError, WithExportConfig};
@@ -9,6 +10,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use std::time::Duration;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -43,16 +45,22 @@ const SPAN_CRATES: [&str; 4] = [
 
 impl Telemetry {
     /// Installs the process's subscriber: logs to stderr (`RUST_LOG` over a default that keeps
-    /// openraft's chatter out) and, with `otlp`, this crate's spans to the collector, with
+    /// openraft's chatter and its per-RPC failure lines out) and, with `otlp`, this crate's spans to the collector, with
     /// `service.instance.id` the node id. With `otlp` it must run inside a Tokio runtime, which
     /// the exporter's connection lives on.
     pub fn install(
         otlp: Option<&OtlpSettings>,
         node_id: u64,
     ) -> Result<Telemetry, ExporterBuildError> {
-        let logs = fmt::layer().with_writer(std::io::stderr).with_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into()),
-        );
+        // Without `RUST_LOG`, openraft's lines for each failed RPC to a peer are left out: the
+        // network says an outage once (`gatehouse_cluster::net::Reachability`).
+        let (levels, quiet) = match EnvFilter::try_from_default_env() {
+            Ok(levels) => (levels, None),
+            Err(_) => ("info,openraft=warn".into(), Some(OpenraftRpcFailures)),
+        };
+        let logs = fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(levels.and(quiet));
         let provider = otlp.map(|s| provider(s, node_id)).transpose()?;
         // Only the gateway's own spans: a library's (hyper's, h2's, the exporter's own) would
         // be noise at best and, for the exporter's requests, a loop.

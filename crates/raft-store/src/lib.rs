@@ -1,5 +1,6 @@
-//! openraft storage on sled for the gatehouse registry: the Raft log and vote, the state machine
-//! (the in-memory `Registry` plus what makes it durable), and snapshots.
+//! openraft storage for the gatehouse registry: the Raft log in its own segment files, the vote
+//! and snapshots in sled, and the state machine: the in-memory `Registry`, made durable by
+//! snapshots and rebuilt at boot from the last one and the log after it.
 //!
 //! Durability is the point of this crate: a log entry is on disk (one write to the log's own
 //! segment file, then an fdatasync of it, on a sync thread) and a vote is on disk (sled's
@@ -8,6 +9,7 @@
 //! `Registry::apply`, nothing more.
 
 mod codec;
+mod committed;
 mod durable;
 mod error;
 mod keys;

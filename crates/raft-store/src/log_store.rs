@@ -1,11 +1,12 @@
 //! The Raft log and vote. Entries live in the log's own segment files (`segments`): an
 //! append's batch is written at once and its callback fires when an `fdatasync` covering it
-//! completes, so appends in flight share one sync. The vote, the committed and the last purged
-//! log id live in sled's meta tree; a vote is synced (sled's flush, then an fdatasync) before
-//! `save_vote` returns. Writes happen in the order openraft makes them, and completions fire in
+//! completes, so appends in flight share one sync. The committed log id has a small file of
+//! its own beside them (`committed`). The vote and the last purged log id live in sled's meta
+//! tree; a vote is synced (sled's flush, then an fdatasync) before `save_vote` returns. Writes happen in the order openraft makes them, and completions fire in
 //! that order.
 
 use crate::codec::{blocking, encode, get_json};
+use crate::committed::CommittedFile;
 use crate::durable::Durable;
 use crate::log_reader::{LogReader, read_error};
 use crate::segments::Segments;
@@ -23,11 +24,12 @@ const VOTE: &[u8] = b"vote";
 const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
 
-/// The log store: entries in segment files; vote, committed and last purged log id in a meta
-/// tree.
+/// The log store: entries in segment files, the committed log id in its own file; vote and last
+/// purged log id in a meta tree.
 pub struct LogStore {
     durable: Durable,
     segments: Arc<Segments>,
+    committed: CommittedFile,
     meta: sled::Tree,
 }
 
@@ -65,9 +67,11 @@ impl LogStore {
             old.clear()?;
             durable.sync_here()?;
         }
+        let committed = CommittedFile::open(&dir.join(crate::segments::DIR))?;
         Ok(Self {
             durable,
             segments,
+            committed,
             meta,
         })
     }
@@ -123,27 +127,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map_err(|e| e.storage(ErrorSubject::Vote, ErrorVerb::Read))
     }
 
-    /// Not flushed on its own: a committed id that comes back older after a crash only means
-    /// openraft re-learns the rest from the leader (or, alone, from its own log).
+    /// Not synced: a committed id that comes back older after a crash only means openraft
+    /// re-learns the rest from the leader (or, alone, from its own log).
     async fn save_committed(
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        let write = |e: StoreError| e.storage(ErrorSubject::Store, ErrorVerb::Write);
-        let bytes = encode("committed log id", &committed).map_err(write)?;
-        let meta = self.meta.clone();
-        blocking(move || {
-            meta.insert(COMMITTED, bytes)?;
-            Ok(())
-        })
-        .await
-        .map_err(write)
+        self.committed
+            .save(committed)
+            .map_err(|e| e.storage(ErrorSubject::Store, ErrorVerb::Write))
     }
 
+    /// The committed id's file; a store from before it had one keeps the id in sled.
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        get_json::<Option<LogId<NodeId>>>(&self.meta, COMMITTED, "committed log id")
-            .map(Option::flatten)
-            .map_err(|e| e.storage(ErrorSubject::Store, ErrorVerb::Read))
+        let read = |e: StoreError| e.storage(ErrorSubject::Store, ErrorVerb::Read);
+        match self.committed.read().map_err(read)? {
+            Some(committed) => Ok(Some(committed)),
+            None => get_json::<Option<LogId<NodeId>>>(&self.meta, COMMITTED, "committed log id")
+                .map(Option::flatten)
+                .map_err(read),
+        }
     }
 
     async fn append<I>(
@@ -177,9 +180,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         blocking(move || Ok(meta.insert(LAST_PURGED, bytes).map(drop)?))
             .await
             .map_err(delete)?;
-        // The mark, and every state-machine batch written before it, are on disk before any
-        // entry goes; segments left behind by a crash here are skipped up to the mark at the
-        // next open.
+        // The mark is on disk before any entry goes (openraft purges only what a stored
+        // snapshot covers, and a snapshot is synced when stored); segments left behind by a
+        // crash here are skipped up to the mark at the next open.
         self.durable.sync().await.map_err(delete)?;
         let segments = self.segments.clone();
         blocking(move || segments.purge(log_id.index))

@@ -1,11 +1,12 @@
-//! The state machine: the in-memory registry, shared with readers, and what makes it durable.
-//! Each `apply` call writes one sled batch holding every applied command plus the last applied
-//! log id and membership, so data and index never come apart. The batch is not flushed: the
-//! Raft log is, and openraft re-applies from it whatever a crash lost here.
+//! The state machine: the in-memory registry, shared with readers. Applying writes nothing to
+//! disk: the Raft log holds every committed entry, and a snapshot (synced when stored) holds
+//! the registry up to its index. At boot the registry is the stored snapshot's (plus, for a
+//! store written before applying stopped writing, the commands it kept after it), and openraft
+//! re-applies the log from there up to the committed id the log store kept. openraft never
+//! purges an entry a stored snapshot does not cover, so nothing is lost between the two.
 
-use crate::codec::{blocking, encode};
+use crate::codec::blocking;
 use crate::durable::Durable;
-use crate::keys::{APPLIED, MEMBERSHIP, cmd_key};
 use crate::recovery::{Recovered, recover};
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
 use crate::{ApplyResult, NodeId, SharedRegistry, StoreError, TypeConfig};
@@ -58,7 +59,6 @@ fn touched_calls(registry: &Registry, result: &ApplyResult, into: &mut Vec<Call>
 }
 
 pub struct StateMachineStore {
-    state: sled::Tree,
     snapshots: SnapshotStore,
     registry: SharedRegistry,
     applied: Option<LogId<NodeId>>,
@@ -99,7 +99,6 @@ impl StateMachineStore {
         let (applied_tx, _) = watch::channel(index_of(applied));
         let (events, _) = broadcast::channel(EVENTS);
         Ok(Self {
-            state,
             snapshots,
             registry: SharedRegistry::new(registry),
             applied,
@@ -146,15 +145,6 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             return Ok(Vec::new());
         };
 
-        // Encoded before taking the lock, so readers wait only for `Registry::apply` itself.
-        let mut batch = sled::Batch::default();
-        for entry in &entries {
-            if let EntryPayload::Normal(proposal) = &entry.payload {
-                let bytes = encode("applied command", proposal).map_err(write)?;
-                batch.insert(&cmd_key(entry.log_id.index)[..], bytes);
-            }
-        }
-
         let mut results = Vec::with_capacity(entries.len());
         let mut applied = Vec::new();
         {
@@ -188,19 +178,6 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             }
         }
         self.applied = Some(last);
-
-        batch.insert(
-            APPLIED,
-            encode("applied log id", &self.applied).map_err(write)?,
-        );
-        batch.insert(
-            MEMBERSHIP,
-            encode("membership", &self.membership).map_err(write)?,
-        );
-        let state = self.state.clone();
-        blocking(move || Ok(state.apply_batch(batch)?))
-            .await
-            .map_err(write)?;
 
         self.applied_tx.send_replace(last.index);
         for event in applied {

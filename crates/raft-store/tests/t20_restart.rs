@@ -1,6 +1,7 @@
 //! Durability across a clean reopen: the log, vote, committed and purged ids; the state
-//! machine's registry (rebuilt from snapshot + commands), applied log id and membership; and a
-//! snapshot installed on a fresh store.
+//! machine, which comes back as its stored snapshot (openraft re-applies the log after it), or
+//! for a store written before applying stopped writing, as its snapshot plus the commands it
+//! kept; and a snapshot installed on a fresh store.
 
 mod support;
 
@@ -22,6 +23,21 @@ fn normal(term: u64, index: u64, proposal: Proposal) -> Entry<TypeConfig> {
 
 fn voters(ids: &[u64]) -> Vec<BTreeSet<u64>> {
     vec![ids.iter().copied().collect()]
+}
+
+/// sled itself on the store's directory, once the store just dropped has let go of its lock.
+fn sled_db(dir: &std::path::Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match sled::open(dir) {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("opening sled: {e}"),
+        }
+    }
 }
 
 fn digest(sm: &StateMachineStore) -> String {
@@ -116,32 +132,35 @@ async fn log_vote_committed_and_purge_survive_reopen() {
 }
 
 #[tokio::test]
-async fn state_machine_comes_back_from_its_commands() {
+async fn applying_writes_nothing_and_a_reopened_state_machine_waits_for_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let (before, applied) = {
+    {
         let (_log, mut sm) = open(dir.path()).unwrap();
         apply_first(&mut sm).await;
-        (digest(&sm), sm.applied_state().await.unwrap())
-    };
-    assert_eq!(applied.0, Some(log_id(1, 1, 6)));
-    assert_eq!(applied.1.log_id(), &Some(log_id(1, 1, 1)));
-
+        assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(1, 1, 6)));
+    }
+    // No snapshot was stored: the state machine starts empty and openraft re-applies the log
+    // from its start.
     let (_log, mut sm) = open(dir.path()).unwrap();
-    assert_eq!(digest(&sm), before);
-    assert_eq!(sm.applied_state().await.unwrap(), applied);
-    assert_eq!(*sm.applied_watch().borrow(), 6);
-    let registry = sm.registry();
-    let registry = registry.read();
-    assert!(has_tenant(&registry, "acme") && has_tenant(&registry, "initech"));
-    assert_eq!(registry.applied_index(), 6);
+    assert_eq!(sm.applied_state().await.unwrap().0, None);
+    assert_eq!(*sm.applied_watch().borrow(), 0);
+    assert!(!has_tenant(&sm.registry().read(), "acme"));
 }
 
 #[tokio::test]
-async fn snapshot_plus_later_commands_survive_reopen() {
+async fn a_reopened_state_machine_is_its_snapshot_and_reapplying_the_rest_gives_it_back() {
     let dir = tempfile::tempdir().unwrap();
-    let (before, applied, snapshot_meta) = {
+    let later = || {
+        [
+            normal(2, 7, put_tenant("umbrella", 7)),
+            membership_ent::<TypeConfig>(2, 1, 8, voters(&[1, 2])),
+            normal(2, 9, put_tenant("hooli", 9)),
+        ]
+    };
+    let (at_snapshot, before, applied, snapshot_meta) = {
         let (_log, mut sm) = open(dir.path()).unwrap();
         apply_first(&mut sm).await;
+        let at_snapshot = (digest(&sm), sm.applied_state().await.unwrap());
         let snapshot = sm
             .get_snapshot_builder()
             .await
@@ -149,14 +168,9 @@ async fn snapshot_plus_later_commands_survive_reopen() {
             .await
             .unwrap();
         assert_eq!(snapshot.meta.last_log_id, Some(log_id(1, 1, 6)));
-        sm.apply([
-            normal(2, 7, put_tenant("umbrella", 7)),
-            membership_ent::<TypeConfig>(2, 1, 8, voters(&[1, 2])),
-            normal(2, 9, put_tenant("hooli", 9)),
-        ])
-        .await
-        .unwrap();
+        sm.apply(later()).await.unwrap();
         (
+            at_snapshot,
             digest(&sm),
             sm.applied_state().await.unwrap(),
             snapshot.meta,
@@ -164,11 +178,17 @@ async fn snapshot_plus_later_commands_survive_reopen() {
     };
 
     let (_log, mut sm) = open(dir.path()).unwrap();
+    assert_eq!(
+        (digest(&sm), sm.applied_state().await.unwrap()),
+        at_snapshot
+    );
+    let current = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(current.meta, snapshot_meta);
+    // What openraft does at boot: the committed entries after the snapshot, again.
+    sm.apply(later()).await.unwrap();
     assert_eq!(digest(&sm), before);
     assert_eq!(sm.applied_state().await.unwrap(), applied);
     assert_eq!(applied.1.log_id(), &Some(log_id(2, 1, 8)));
-    let current = sm.get_current_snapshot().await.unwrap().unwrap();
-    assert_eq!(current.meta, snapshot_meta);
 
     // A second snapshot replaces the first and gets a new id, also after a reopen.
     let second = sm
@@ -184,6 +204,82 @@ async fn snapshot_plus_later_commands_survive_reopen() {
     assert_eq!(digest(&sm), before);
     let current = sm.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(current.meta, second.meta);
+}
+
+/// A store from before applying stopped writing: its state tree holds every applied command
+/// under `cmd/<index>`, the applied log id and the membership. It comes back from them, and
+/// its first snapshot drops them.
+#[tokio::test]
+async fn a_store_that_kept_its_commands_comes_back_from_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let (_log, mut sm) = open(dir.path()).unwrap();
+        apply_first(&mut sm).await;
+        digest(&sm)
+    };
+    {
+        let db = sled_db(dir.path());
+        let state = db.open_tree("state").unwrap();
+        let commands = [
+            (3, put_tenant("acme", 3)),
+            (4, put_tenant("globex", 4)),
+            (5, put_tenant("initech", 5)),
+        ];
+        for (index, proposal) in commands {
+            let mut key = b"cmd/".to_vec();
+            key.extend_from_slice(&u64::to_be_bytes(index));
+            state
+                .insert(key, serde_json::to_vec(&proposal).unwrap())
+                .unwrap();
+        }
+        let applied = Some(log_id(1, 1, 5));
+        let membership = openraft::StoredMembership::new(
+            Some(log_id(1, 1, 1)),
+            openraft::Membership::<u64, openraft::BasicNode>::new(voters(&[1]), None),
+        );
+        state
+            .insert("applied", serde_json::to_vec(&applied).unwrap())
+            .unwrap();
+        state
+            .insert("membership", serde_json::to_vec(&membership).unwrap())
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let (_log, mut sm) = open(dir.path()).unwrap();
+    assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(1, 1, 5)));
+    assert!(has_tenant(&sm.registry().read(), "initech"));
+    // Entry 6 (a refused delete) comes again from the log, as openraft re-applies it.
+    sm.apply([normal(
+        1,
+        6,
+        Proposal {
+            request_id: Uuid::from_u128(6),
+            at: 6,
+            command: Command::Delete {
+                keys: vec![ResourceKey {
+                    kind: Kind::Tenant,
+                    tenant: None,
+                    name: "nobody".into(),
+                }],
+            },
+        },
+    )])
+    .await
+    .unwrap();
+    assert_eq!(digest(&sm), before);
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    drop((_log, sm));
+    let db = sled_db(dir.path());
+    let state = db.open_tree("state").unwrap();
+    assert_eq!(
+        state.scan_prefix(b"cmd/").count(),
+        0,
+        "the snapshot dropped the commands"
+    );
 }
 
 #[tokio::test]

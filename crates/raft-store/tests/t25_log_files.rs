@@ -17,6 +17,7 @@ fn the_segment(dir: &Path) -> PathBuf {
     let mut segments: Vec<PathBuf> = std::fs::read_dir(dir.join("raft-log"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
         .collect();
     assert_eq!(segments.len(), 1, "{segments:?}");
     segments.pop().unwrap()

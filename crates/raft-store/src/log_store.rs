@@ -138,15 +138,23 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .map_err(|e| e.storage(ErrorSubject::Store, ErrorVerb::Write))
     }
 
-    /// The committed id's file; a store from before it had one keeps the id in sled.
+    /// The committed id's file; a store from before it had one keeps the id in sled. Never past
+    /// the last entry on disk: the id is written unsynced, and after a power cut it could
+    /// outlive an entry a follower had not synced yet; openraft re-applies only what is here.
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
         let read = |e: StoreError| e.storage(ErrorSubject::Store, ErrorVerb::Read);
-        match self.committed.read().map_err(read)? {
-            Some(committed) => Ok(Some(committed)),
+        let saved = match self.committed.read().map_err(read)? {
+            Some(committed) => Some(committed),
             None => get_json::<Option<LogId<NodeId>>>(&self.meta, COMMITTED, "committed log id")
                 .map(Option::flatten)
-                .map_err(read),
-        }
+                .map_err(read)?,
+        };
+        let last = self.log_state().map_err(read)?.last_log_id;
+        Ok(match (saved, last) {
+            (Some(saved), Some(last)) if saved.index > last.index => Some(last),
+            (Some(_), None) => None,
+            (saved, _) => saved,
+        })
     }
 
     async fn append<I>(

@@ -44,6 +44,21 @@ fn digest(sm: &StateMachineStore) -> String {
     sm.registry().read().digest()
 }
 
+/// Entry 6's proposal: a delete of a tenant that does not exist, which the registry refuses.
+fn delete_nobody() -> Proposal {
+    Proposal {
+        request_id: Uuid::from_u128(6),
+        at: 6,
+        command: Command::Delete {
+            keys: vec![ResourceKey {
+                kind: Kind::Tenant,
+                tenant: None,
+                name: "nobody".into(),
+            }],
+        },
+    }
+}
+
 /// Membership at 1, a blank at 2, tenants at 3..=5 and a refused delete at 6.
 async fn apply_first(sm: &mut StateMachineStore) {
     let results = sm
@@ -53,21 +68,7 @@ async fn apply_first(sm: &mut StateMachineStore) {
             normal(1, 3, put_tenant("acme", 3)),
             normal(1, 4, put_tenant("globex", 4)),
             normal(1, 5, put_tenant("initech", 5)),
-            normal(
-                1,
-                6,
-                Proposal {
-                    request_id: Uuid::from_u128(6),
-                    at: 6,
-                    command: Command::Delete {
-                        keys: vec![ResourceKey {
-                            kind: Kind::Tenant,
-                            tenant: None,
-                            name: "nobody".into(),
-                        }],
-                    },
-                },
-            ),
+            normal(1, 6, delete_nobody()),
         ])
         .await
         .unwrap();
@@ -129,6 +130,22 @@ async fn log_vote_committed_and_purge_survive_reopen() {
     assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 5)));
     assert_eq!(state.last_log_id, Some(log_id(1, 1, 5)));
     assert!(log.try_get_log_entries(..).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_committed_id_past_the_last_entry_on_disk_reads_as_the_last_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log, _sm) = open(dir.path()).unwrap();
+        let entries: Vec<Entry<TypeConfig>> = (1..=8)
+            .map(|i| normal(1, i, put_tenant(&format!("t{i}"), u128::from(i))))
+            .collect();
+        log.blocking_append(entries).await.unwrap();
+        // As after a power cut that kept the unsynced id but not a follower's last appends.
+        log.save_committed(Some(log_id(1, 1, 12))).await.unwrap();
+    }
+    let (mut log, _sm) = open(dir.path()).unwrap();
+    assert_eq!(log.read_committed().await.unwrap(), Some(log_id(1, 1, 8)));
 }
 
 #[tokio::test]
@@ -249,23 +266,7 @@ async fn a_store_that_kept_its_commands_comes_back_from_them() {
     assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(1, 1, 5)));
     assert!(has_tenant(&sm.registry().read(), "initech"));
     // Entry 6 (a refused delete) comes again from the log, as openraft re-applies it.
-    sm.apply([normal(
-        1,
-        6,
-        Proposal {
-            request_id: Uuid::from_u128(6),
-            at: 6,
-            command: Command::Delete {
-                keys: vec![ResourceKey {
-                    kind: Kind::Tenant,
-                    tenant: None,
-                    name: "nobody".into(),
-                }],
-            },
-        },
-    )])
-    .await
-    .unwrap();
+    sm.apply([normal(1, 6, delete_nobody())]).await.unwrap();
     assert_eq!(digest(&sm), before);
     sm.get_snapshot_builder()
         .await

@@ -6,12 +6,12 @@ use crate::{LogStore, StateMachineStore, StoreError};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// sled's page cache. The registry lives in memory anyway; the cache mostly serves recent log
-/// entries to replication and the boot-time replay.
+/// sled's page cache. sled holds only the vote, the purge mark and the snapshot now; the
+/// registry lives in memory and the log in its own files.
 const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// sled's own background flush, which bounds how much unsynced state-machine work a crash can
-/// lose. Log and vote writes never wait for it: they go through `Durable`.
+/// sled's own background flush. Nothing waits for it: the vote, the purge mark and snapshots
+/// are synced through `Durable`, and the log and the committed id are not in sled.
 const FLUSH_EVERY_MS: u64 = 500;
 
 /// How long `open` waits for another holder of the store's lock to let go.

@@ -28,8 +28,8 @@
 //! # Group commit and crashes
 //!
 //! One writer task takes everything queued, chains it, writes it with one `write`, one
-//! `sync_data`, answers, then moves the head (so no answer waits for the head's own sync). A crash loses entries queued with
-//! [`AuditLog::record`] and not yet synced, and can leave a torn last line, which the next
+//! `sync_data`, answers, then moves the head (so no answer waits for the head's own sync). A
+//! crash loses entries queued with [`AuditLog::record`] and not yet synced, and can leave a torn last line, which the next
 //! [`AuditLog::open`] cuts off. Nothing [`AuditLog::record_durable`] or [`AuditLog::flush`]
 //! answered for is lost.
 

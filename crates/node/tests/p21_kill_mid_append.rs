@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 
-use common::{Node, cli, free_addr, ok, serve_on, status_until};
+use common::{Node, cli, ok, serve, status_until, three_voters, until};
 use serde_json::Value;
 
 const WRITERS: usize = 4;
@@ -20,56 +20,54 @@ const ROUNDS: usize = 2;
 /// Every writer stops after this many writes or when the faults are over, whichever is first.
 const MAX_WRITES_EACH: usize = 3_000;
 
+/// The nodes, by id; a killed node is out of `nodes` until it is started again. Its gRPC
+/// address stays: a node restarted on port 0 binds the address it recorded.
 struct Cluster<'a> {
     dir: &'a Path,
     token: String,
-    addrs: BTreeMap<u64, (String, String)>,
+    grpc: BTreeMap<u64, String>,
     nodes: BTreeMap<u64, Node>,
 }
 
 impl Cluster<'_> {
-    fn start(&mut self, id: u64, extra: &[&str]) {
-        let (grpc, http) = &self.addrs[&id];
-        let token = (!self.token.is_empty()).then_some(self.token.as_str());
-        let node = serve_on(id, self.dir, (grpc, http), extra, token);
-        self.nodes.insert(id, node);
-    }
-
     fn kill(&mut self, id: u64) {
         let mut node = self.nodes.remove(&id).expect("a running node");
         node.child.kill().expect("SIGKILL");
         node.child.wait().expect("the killed node is reaped");
     }
 
-    fn grpc(&self, id: u64) -> &str {
-        &self.addrs[&id].0
+    fn restart(&mut self, id: u64) {
+        let node = serve(id, self.dir, &[], None);
+        assert_eq!(
+            node.grpc, self.grpc[&id],
+            "node {id} came back where it was"
+        );
+        self.nodes.insert(id, node);
     }
 
     /// The leader as a running node sees it, once there is one.
     fn leader(&self) -> u64 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            for id in self.nodes.keys() {
-                let out = cli(
-                    self.grpc(*id),
-                    &self.token,
-                    &["-o", "json", "cluster", "status"],
-                );
-                let status: Option<Value> = serde_json::from_slice(&out.stdout).ok();
-                if let Some(leader) = status.and_then(|s| s["leader"].as_u64())
-                    && self.nodes.contains_key(&leader)
-                {
-                    return leader;
-                }
-            }
-            assert!(Instant::now() < deadline, "no leader within 30 s");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        until(
+            "a leader among the running nodes",
+            Duration::from_secs(30),
+            || {
+                self.nodes.keys().find_map(|id| {
+                    let out = cli(
+                        &self.grpc[id],
+                        &self.token,
+                        &["-o", "json", "cluster", "status"],
+                    );
+                    let status: Value = serde_json::from_slice(&out.stdout).ok()?;
+                    let leader = status["leader"].as_u64()?;
+                    self.nodes.contains_key(&leader).then_some(leader)
+                })
+            },
+        )
     }
 
     /// The tenants node `id` holds, read from its own copy.
     fn tenants_on(&self, id: u64) -> BTreeSet<String> {
-        ok(cli(self.grpc(id), &self.token, &["list", "tenants"]))
+        ok(cli(&self.grpc[&id], &self.token, &["list", "tenants"]))
             .lines()
             .filter_map(|l| l.split_whitespace().next()?.strip_prefix("Tenant/"))
             .map(str::to_owned)
@@ -114,38 +112,20 @@ fn writer(
 #[test]
 fn no_acknowledged_write_is_lost_when_a_follower_and_the_leader_are_killed_mid_append() {
     let dir = tempfile::tempdir().unwrap();
+    let (nodes, token) = three_voters(dir.path(), &[]);
     let mut cluster = Cluster {
         dir: dir.path(),
-        token: String::new(),
-        addrs: (1..=3).map(|id| (id, (free_addr(), free_addr()))).collect(),
-        nodes: BTreeMap::new(),
+        token,
+        grpc: nodes.iter().map(|n| (n.id, n.grpc.clone())).collect(),
+        nodes: nodes.into_iter().map(|n| (n.id, n)).collect(),
     };
-    cluster.start(1, &["--bootstrap"]);
-    cluster.token = std::fs::read_to_string(dir.path().join("node-1/admin.key"))
-        .unwrap()
-        .trim()
-        .to_owned();
-    let first = cluster.grpc(1).to_owned();
-    for id in [2u64, 3] {
-        cluster.start(id, &["--join", &first]);
-        status_until(&first, &cluster.token, "the learner catches up", |s| {
-            s["nodes"]
-                .as_array()
-                .is_some_and(|n| n.iter().any(|n| n["node_id"] == id && n["lag"] == 0))
-        });
-        ok(cli(
-            &first,
-            &cluster.token,
-            &["cluster", "promote", &id.to_string()],
-        ));
-    }
-    status_until(&first, &cluster.token, "three voters", |s| {
+    status_until(&cluster.grpc[&1], &cluster.token, "three voters", |s| {
         s["voters"].as_array().is_some_and(|v| v.len() == 3)
     });
 
     let stop = Arc::new(AtomicBool::new(false));
     let history = Arc::new(Mutex::new(History::default()));
-    let addrs: Vec<String> = (1..=3).map(|id| cluster.grpc(id).to_owned()).collect();
+    let addrs: Vec<String> = cluster.grpc.values().cloned().collect();
     let writers: Vec<_> = (0..WRITERS)
         .map(|me| {
             let (dir, addrs, token) = (dir.path().to_owned(), addrs.clone(), cluster.token.clone());
@@ -171,7 +151,7 @@ fn no_acknowledged_write_is_lost_when_a_follower_and_the_leader_are_killed_mid_a
             cluster.kill(victim);
             killed.push(victim);
             std::thread::sleep(Duration::from_millis(300));
-            cluster.start(victim, &[]);
+            cluster.restart(victim);
         }
     }
     std::thread::sleep(Duration::from_millis(800));
@@ -182,7 +162,7 @@ fn no_acknowledged_write_is_lost_when_a_follower_and_the_leader_are_killed_mid_a
 
     let leader = cluster.leader();
     status_until(
-        cluster.grpc(leader),
+        &cluster.grpc[&leader],
         &cluster.token,
         "every node caught up",
         |s| {

@@ -13,6 +13,7 @@ use std::path::Path;
 
 const FILE: &str = "committed";
 const HEADER: usize = 8;
+const MAX_PAYLOAD: usize = 4096;
 
 #[derive(Debug)]
 pub(crate) struct CommittedFile {
@@ -50,19 +51,27 @@ impl CommittedFile {
         }
         let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
         let sum = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
-        let mut payload = vec![0u8; len.min(4096)];
-        if len > 4096
-            || self
-                .file
-                .read_exact_at(&mut payload, HEADER as u64)
-                .is_err()
+        // A log id is a few dozen bytes; a longer length is damage, not something to allocate.
+        if len > MAX_PAYLOAD {
+            return Ok(damaged());
+        }
+        let mut payload = vec![0u8; len];
+        if self
+            .file
+            .read_exact_at(&mut payload, HEADER as u64)
+            .is_err()
             || crc32fast::hash(&payload) != sum
         {
-            tracing::warn!("the saved committed log id does not check out; the leader will say");
-            return Ok(None);
+            return Ok(damaged());
         }
         decode::<Option<LogId<NodeId>>>("committed log id", &payload)
     }
+}
+
+/// What a record that does not check out reads as: nothing saved.
+fn damaged() -> Option<LogId<NodeId>> {
+    tracing::warn!("the saved committed log id does not check out; the leader will say");
+    None
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! Making sled's writes durable (the vote, a purge mark, snapshots), many at a time. sled's `flush` writes its buffers out with
-//! `sync_file_range`, which neither reaches the device's cache nor the file's metadata; so after
-//! it we `fdatasync` sled's data file ourselves. One thread does this for everyone: whatever
+//! Making sled's writes durable (the vote, a purge mark, snapshots), many at a time. sled's
+//! `flush` writes its buffers out with `sync_file_range`, which neither reaches the device's
+//! cache nor the file's metadata; so after it we `fdatasync` sled's data file ourselves. One thread does this for everyone: whatever
 //! waits when a sync starts is covered by it (group commit), and completions fire in the order
 //! they were asked for.
 

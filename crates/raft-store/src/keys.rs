@@ -1,7 +1,8 @@
-//! The keys things are stored under in sled: applied commands under `cmd/` (their indexes
-//! big-endian, so they sort in index order), and the state tree's applied log id and
-//! membership. A leaf: the state machine, snapshots and recovery read these, and it reads none
-//! of them.
+//! The keys the state tree uses in sled: the applied log id and membership (written when a
+//! snapshot is installed), and, in a store written before applying stopped writing, every
+//! applied command under `cmd/` (indexes big-endian, so they sort in index order; recovery
+//! still reads them and the next snapshot drops them). A leaf: the state machine, snapshots and
+//! recovery read these, and it reads none of them.
 
 use crate::StoreError;
 

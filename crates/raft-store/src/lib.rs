@@ -4,8 +4,9 @@
 //!
 //! Durability is the point of this crate: a log entry is on disk (one write to the log's own
 //! segment file, then an fdatasync of it, on a sync thread) and a vote is on disk (sled's
-//! synchronous flush, then an fdatasync of its file) before openraft is told it is persisted. It must never use sled's `flush_async` (it can deadlock in 0.34.7), never
-//! acknowledge what it has not synced, and never evaluate anything itself: applying an entry is
+//! synchronous flush, then an fdatasync of its file) before openraft is told it is persisted.
+//! It must never use sled's `flush_async` (it can deadlock in 0.34.7), never acknowledge what
+//! it has not synced, and never evaluate anything itself: applying an entry is
 //! `Registry::apply`, nothing more.
 
 mod codec;

@@ -2,8 +2,8 @@
 //! append's batch is written at once and its callback fires when an `fdatasync` covering it
 //! completes, so appends in flight share one sync. The committed log id has a small file of
 //! its own beside them (`committed`). The vote and the last purged log id live in sled's meta
-//! tree; a vote is synced (sled's flush, then an fdatasync) before `save_vote` returns. Writes happen in the order openraft makes them, and completions fire in
-//! that order.
+//! tree; a vote is synced (sled's flush, then an fdatasync) before `save_vote` returns. Writes
+//! happen in the order openraft makes them, and completions fire in that order.
 
 use crate::codec::{blocking, encode, get_json};
 use crate::committed::CommittedFile;

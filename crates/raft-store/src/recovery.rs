@@ -1,4 +1,6 @@
-//! Boot: the registry is rebuilt from the stored snapshot and the commands applied after it.
+//! Boot: the registry is the stored snapshot's, plus, for a store written before applying
+//! stopped writing to sled, the commands it kept after it (openraft re-applies the rest of the
+//! log).
 //! `apply` is deterministic, so replaying them in order gives back the state exactly; refused
 //! commands replay as refusals and leave the state as they did the first time.
 

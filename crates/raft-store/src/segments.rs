@@ -108,9 +108,10 @@ fn record(entry: &Entry, into: &mut Vec<u8>) -> Result<u32, StoreError> {
     Ok(len + HEADER as u32)
 }
 
-/// What reading one segment from the start found.
+/// What reading one segment from the start found: where each entry is (each decoded once, to
+/// check it, and dropped).
 struct Scanned {
-    entries: Vec<(Location, Entry)>,
+    entries: Vec<Location>,
     /// Where the last whole, valid record ends.
     valid_len: u64,
     file_len: u64,
@@ -161,7 +162,7 @@ fn scan(path: &Path, first: u64) -> Result<Scanned, StoreError> {
             len: len + HEADER as u32,
         };
         offset += u64::from(location.len);
-        entries.push((location, entry));
+        entries.push(location);
     }
     Ok(Scanned {
         entries,
@@ -228,7 +229,7 @@ impl Segments {
                     "cutting a torn end off the Raft log (an append was interrupted)"
                 );
             }
-            for (location, _) in scanned.entries {
+            for location in scanned.entries {
                 let index = location.log_id.index;
                 if let Some(last) = last
                     && index <= last

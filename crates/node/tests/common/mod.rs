@@ -69,29 +69,12 @@ pub fn serve_timed(
     extra: &[&str],
     token: Option<&str>,
 ) -> Node {
-    spawn(id, dir, timings, extra, token, Some("warn"), None)
-}
-
-/// [`serve`] on the given gRPC and HTTP addresses: a node restarted where its peers know it.
-pub fn serve_on(
-    id: u64,
-    dir: &Path,
-    at: (&str, &str),
-    extra: &[&str],
-    token: Option<&str>,
-) -> Node {
-    spawn(id, dir, &FAST_RAFT, extra, token, Some("warn"), Some(at))
-}
-
-/// A loopback address no one listens on now (the kernel's pick, released).
-pub fn free_addr() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    listener.local_addr().expect("its address").to_string()
+    spawn(id, dir, timings, extra, token, Some("warn"))
 }
 
 /// [`serve`] logging what an operator's node logs: no `RUST_LOG`, the node's own default.
 pub fn serve_default_log(id: u64, dir: &Path, extra: &[&str], token: Option<&str>) -> Node {
-    spawn(id, dir, &FAST_RAFT, extra, token, None, None)
+    spawn(id, dir, &FAST_RAFT, extra, token, None)
 }
 
 fn spawn(
@@ -101,9 +84,7 @@ fn spawn(
     extra: &[&str],
     token: Option<&str>,
     rust_log: Option<&str>,
-    at: Option<(&str, &str)>,
 ) -> Node {
-    let (grpc, http) = at.unwrap_or(("127.0.0.1:0", "127.0.0.1:0"));
     let data = dir.join(format!("node-{id}"));
     // A restarted node's log goes on after its earlier life's.
     let log = std::fs::OpenOptions::new()
@@ -115,7 +96,7 @@ fn spawn(
     command
         .args(["serve", "--node-id", &id.to_string()])
         .args(["--data-dir", data.to_str().unwrap()])
-        .args(["--grpc", grpc, "--http", http])
+        .args(["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .args(timings)
         .args(extra)
         .stdout(Stdio::piped())

@@ -139,7 +139,7 @@ fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
             "invalid request: not a JSON-RPC 2.0 message".into(),
         ));
     }
-    match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
+    match serde_json::from_value::<ClientJsonRpcMessage>(value) {
         Err(e) => Err(refused(id, INVALID_PARAMS, format!("invalid params: {e}"))),
         // rmcp takes a known method whose params do not fit for a method of its own.
         Ok(ClientJsonRpcMessage::Request(request))

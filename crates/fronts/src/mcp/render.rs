@@ -63,18 +63,25 @@ pub fn call_result(envelope: &Envelope) -> CallToolResult {
 /// JSON of an HTTP or built-in tool, given as text and, when it is an object, as
 /// `structuredContent`.
 pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
-    let value: Option<Value> = serde_json::from_str(json).ok();
-    if let Some(Value::Object(object)) = &value
-        && object.get("content").is_some_and(Value::is_array)
+    let mut value: Option<Value> = serde_json::from_str(json).ok();
+    let passes_through = matches!(&value, Some(Value::Object(object))
+    if object.get("content").is_some_and(Value::is_array)
         && object.keys().all(|k| {
             matches!(
                 k.as_str(),
                 "content" | "structuredContent" | "isError" | "_meta" | "resultType"
             )
-        })
-        && let Ok(mut result) =
-            serde_json::from_value::<CallToolResult>(Value::Object(object.clone()))
-    {
+        }));
+    // The value moves into the result (a result is passed through on every read-only call);
+    // one that does not fit after all is read again from the text for the fallback below.
+    let parsed = passes_through
+        .then(|| value.take())
+        .flatten()
+        .map(serde_json::from_value::<CallToolResult>);
+    if let Some(Err(_)) = parsed {
+        value = serde_json::from_str(json).ok();
+    }
+    if let Some(Ok(mut result)) = parsed {
         // The upstream's own _meta is its business; the gateway's envelope replaces it. The
         // upstream may speak an older revision: a 2026-07-28 client needs `resultType`
         // (rmcp strips it again for older clients).
@@ -201,6 +208,16 @@ mod tests {
         assert_eq!(
             other.content[0].as_text().unwrap().text,
             r#"{"balance": 12, "content": "not a list"}"#
+        );
+
+        // Shaped like a result but not one (a content block of no known type): wrapped, its
+        // object still structured.
+        let odd = r#"{"content":[{"type":"hologram"}]}"#;
+        let wrapped = upstream_result(odd, false);
+        assert_eq!(wrapped.content[0].as_text().unwrap().text, odd);
+        assert_eq!(
+            wrapped.structured_content,
+            Some(json!({"content": [{"type": "hologram"}]}))
         );
     }
 

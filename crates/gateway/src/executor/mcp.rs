@@ -1,6 +1,7 @@
 //! MCP upstreams over streamable HTTP. Each node keeps one client session per upstream and
 //! reuses it across calls; a session that fails, or whose URL or credential changed, is dropped
-//! and the next attempt opens a new one. A call is `tools/call` with the tool's own name, the
+//! and the next attempt opens a new one. Every session speaks through one pooled HTTP client, so
+//! calls reuse keep-alive connections instead of opening one each. A call is `tools/call` with the tool's own name, the
 //! arguments, and in `_meta` the skill context, the idempotency key and the trace context.
 
 use super::resilience::Attempt;
@@ -35,10 +36,33 @@ struct Open {
 /// One upstream's session, if open; locked while one is being opened.
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<Open>>>>;
 
-/// This node's sessions, by upstream key.
-#[derive(Default)]
+/// This node's sessions, by upstream key, and the HTTP client they share.
 pub(super) struct Sessions {
     by_upstream: Mutex<HashMap<String, Slot>>,
+    http: a2a_reqwest::Client,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        Sessions {
+            by_upstream: Mutex::default(),
+            http: client(),
+        }
+    }
+}
+
+/// The HTTP client MCP sessions speak through: connections kept alive and pooled (rmcp's own
+/// default opens a connection per request), no redirect followed (it would carry the credential
+/// and the session id elsewhere: the upstream's declared URL is the only place a call goes), no
+/// proxy from the environment (upstreams are reached directly, as the admin declared them).
+/// rmcp speaks through reqwest's newer major version, the one a2a-client uses.
+pub(crate) fn client() -> a2a_reqwest::Client {
+    a2a_reqwest::Client::builder()
+        .redirect(a2a_reqwest::redirect::Policy::none())
+        .no_proxy()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap_or_default()
 }
 
 impl Sessions {
@@ -66,7 +90,7 @@ impl Sessions {
         {
             return Ok(open.clone());
         }
-        let session = connect(url, bearer, timeout).await?;
+        let session = connect(&self.http, url, bearer, timeout).await?;
         let open = Arc::new(Open {
             url: url.to_owned(),
             bearer: bearer.map(str::to_owned),
@@ -93,9 +117,9 @@ impl Sessions {
     }
 }
 
-/// Opens a client session with the upstream; the credential goes as a bearer token. rmcp's own
-/// HTTP client follows redirects only within the upstream's origin, so the token stays there.
+/// Opens a client session with the upstream over `http`; the credential goes as a bearer token.
 pub(crate) async fn connect(
+    http: &a2a_reqwest::Client,
     url: &str,
     bearer: Option<&str>,
     timeout: Duration,
@@ -104,7 +128,7 @@ pub(crate) async fn connect(
     if let Some(token) = bearer {
         config = config.auth_header(token.to_owned());
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
     match tokio::time::timeout(timeout, ClientConfig::default().serve(transport)).await {
         Ok(Ok(session)) => Ok(session),
         Ok(Err(e)) => Err(ExecError {
@@ -125,7 +149,7 @@ pub(crate) async fn list_tools(
     bearer: Option<&str>,
     timeout: Duration,
 ) -> Result<Vec<Tool>, ExecError> {
-    let session = connect(url, bearer, timeout).await?;
+    let session = connect(&client(), url, bearer, timeout).await?;
     let listed = tokio::time::timeout(timeout, session.peer().list_all_tools()).await;
     let _ = session.cancel().await;
     match listed {

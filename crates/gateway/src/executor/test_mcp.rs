@@ -24,6 +24,8 @@ pub(crate) struct Upstream {
     pub calls: Arc<AtomicUsize>,
     /// `tools/list` requests received.
     pub lists: Arc<AtomicUsize>,
+    /// TCP connections accepted.
+    pub connections: Arc<AtomicUsize>,
 }
 
 #[derive(Clone)]
@@ -82,6 +84,7 @@ impl ServerHandler for Handler {
 
 /// Serves `upstream` on a fresh port; its MCP endpoint is `http://{addr}/mcp`.
 pub(crate) async fn serve(upstream: Upstream) -> SocketAddr {
+    let connections = upstream.connections.clone();
     let service: StreamableHttpService<Handler, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(Handler(upstream.clone())),
         Default::default(),
@@ -90,6 +93,31 @@ pub(crate) async fn serve(upstream: Upstream) -> SocketAddr {
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let listener = Counting {
+        listener,
+        accepted: connections,
+    };
     tokio::spawn(async move { axum::serve(listener, router).await });
     addr
+}
+
+/// A listener that counts the connections it accepts.
+struct Counting {
+    listener: tokio::net::TcpListener,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl axum::serve::Listener for Counting {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let accepted = axum::serve::Listener::accept(&mut self.listener).await;
+        self.accepted.fetch_add(1, Ordering::SeqCst);
+        accepted
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
 }

@@ -64,6 +64,24 @@ async fn mcp_calls_carry_context_idempotency_key_and_trace_in_meta() {
 }
 
 #[tokio::test]
+async fn mcp_calls_reuse_kept_alive_connections() {
+    let upstream = test_mcp::Upstream::default();
+    let addr = test_mcp::serve(upstream.clone()).await;
+    let executor = node_executor(registry(&mcp_upstream(addr, "trusted: true")));
+    for _ in 0..20 {
+        let out = executor
+            .execute(execution("acme", "kb.echo", json!({})))
+            .await
+            .unwrap();
+        assert!(!out.is_error);
+    }
+    // Twenty calls after the handshake: a connection each would be over twenty.
+    assert_eq!(upstream.calls.load(Ordering::SeqCst), 20);
+    let connections = upstream.connections.load(Ordering::SeqCst);
+    assert!(connections <= 3, "{connections} connections for 20 calls");
+}
+
+#[tokio::test]
 async fn an_mcp_protocol_error_is_an_exec_error() {
     let upstream = test_mcp::Upstream::default();
     let addr = test_mcp::serve(upstream.clone()).await;

@@ -5,9 +5,12 @@
 //! The upstream (`McpUpstream`) runs in this process; the gateway is a separate `gatehouse`
 //! process, so its CPU time per call comes from its own accounting in /proc. The client sends
 //! stateless 2026-07-28 requests over keep-alive connections, sequentially and from concurrent
-//! sessions. It prints figures and asserts nothing about them; every loop is bounded in count.
-//! `--help` lists the settings.
+//! sessions. `--compare NAME=CMD` puts another MCP gateway beside them (compare.rs), called by
+//! the same client in the same rounds, routes rotated within each round. It prints figures and
+//! asserts nothing about them; every loop is bounded in count. `--help` lists the settings.
 
+#[path = "mcp_gateway/compare.rs"]
+mod compare;
 #[path = "mcp_gateway/gateway.rs"]
 mod gateway;
 #[path = "mcp_gateway/load.rs"]
@@ -20,13 +23,24 @@ use serde_json::json;
 use std::time::Duration;
 
 const HELP: &str = "usage: mcp_gateway [--calls N] [--rounds R] [--sessions C] [--direct-only]
+                   [--compare NAME=CMD [--compare-config FILE] [--compare-path P] [--compare-tool T]]
   --calls N      calls per run (default 2000)
-  --rounds R     rounds; each runs direct and gateway, sequential and concurrent (default 3)
+  --rounds R     rounds; each runs every route, sequential and concurrent (default 3)
   --sessions C   concurrent sessions in the concurrent runs (default 16)
   --direct-only  only the direct runs (no gateway process)
-The gateway binary is target/<profile>/gatehouse (scripts/bench-mcp builds it) or GATEHOUSE_BIN.";
+  --compare NAME=CMD
+                 another MCP gateway, started by the shell command CMD, put beside Gatehouse:
+                 {config} in CMD is the filled config file, {host} {port} {upstream} the
+                 listener and the upstream's URL; it must serve MCP without auth
+  --compare-config FILE
+                 a config template; {{host}}, {{port}} and {{upstream}} are filled in
+  --compare-path P  where it serves MCP (default /mcp)
+  --compare-tool T  the upstream's echo tool as it names it (default echo)
+The gateway binary is target/<profile>/gatehouse (scripts/bench-mcp builds it) or GATEHOUSE_BIN.
+Example: scripts/bench-mcp --compare agentgateway='/path/to/agentgateway -f {config}' \\
+           --compare-config tests/benches/mcp_gateway/agentgateway.yaml";
 
-/// How long the idle gateway's CPU use is sampled.
+/// How long the idle gateways' CPU use is sampled.
 const IDLE_SAMPLE: Duration = Duration::from_secs(2);
 
 struct Settings {
@@ -34,6 +48,7 @@ struct Settings {
     rounds: usize,
     sessions: usize,
     direct_only: bool,
+    compare: Option<compare::Spec>,
 }
 
 fn parse() -> anyhow::Result<Option<Settings>> {
@@ -42,7 +57,9 @@ fn parse() -> anyhow::Result<Option<Settings>> {
         rounds: 3,
         sessions: 16,
         direct_only: false,
+        compare: None,
     };
+    let (mut config, mut path, mut tool) = (None, None, None);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -54,6 +71,10 @@ fn parse() -> anyhow::Result<Option<Settings>> {
             "--rounds" => s.rounds = value()?.parse()?,
             "--sessions" => s.sessions = value()?.parse()?,
             "--direct-only" => s.direct_only = true,
+            "--compare" => s.compare = Some(compare::Spec::parse(&value()?)?),
+            "--compare-config" => config = Some(std::path::PathBuf::from(value()?)),
+            "--compare-path" => path = Some(value()?),
+            "--compare-tool" => tool = Some(value()?),
             "--help" | "-h" => return Ok(None),
             // cargo bench passes --bench to every harness.
             "--bench" => {}
@@ -63,13 +84,28 @@ fn parse() -> anyhow::Result<Option<Settings>> {
     if s.calls == 0 || s.rounds == 0 || s.sessions == 0 {
         anyhow::bail!("--calls, --rounds and --sessions must be above 0");
     }
+    match &mut s.compare {
+        Some(spec) => {
+            spec.config = config;
+            spec.path = path.unwrap_or(spec.path.clone());
+            spec.tool = tool.unwrap_or(spec.tool.clone());
+        }
+        None if config.is_some() || path.is_some() || tool.is_some() => {
+            anyhow::bail!("--compare-config, --compare-path and --compare-tool need --compare")
+        }
+        None => {}
+    }
     Ok(Some(s))
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Via {
-    Direct,
-    Gateway,
+/// One way to the upstream: straight, or through a gateway process.
+struct Route {
+    name: String,
+    target: Target,
+    /// The gateway process whose CPU is counted; `None` for the direct route.
+    pid: Option<u32>,
+    /// What the idle gateway burns per second, taken off its CPU per call.
+    idle_per_second: f64,
 }
 
 /// Everything measured for one (concurrency, route) over all rounds.
@@ -96,6 +132,16 @@ impl Tally {
         all.sort_by(f64::total_cmp);
         all.get(all.len() / 2).copied().unwrap_or(0.0)
     }
+
+    /// Gateway CPU per call, less what the idle process burns meanwhile (heartbeats, timers).
+    fn cpu_per_call(&self, idle_per_second: f64) -> Option<f64> {
+        if self.cpu_calls == 0 {
+            return None;
+        }
+        let idle = idle_per_second * self.cpu_elapsed.as_secs_f64();
+        let net = (micros(self.cpu) - idle * 1e6).max(0.0);
+        Some(net / self.cpu_calls as f64)
+    }
 }
 
 fn micros(d: Duration) -> f64 {
@@ -108,79 +154,105 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     };
     let upstream = McpUpstream::start();
-    let gateway = if settings.direct_only {
+    let ticks = gateway::ticks_per_second();
+    let arguments = json!({"text": "bench"});
+    let mut routes = vec![Route {
+        name: "direct".into(),
+        target: Target {
+            url: upstream.url(),
+            key: None,
+            tool: "echo".into(),
+            arguments: arguments.clone(),
+        },
+        pid: None,
+        idle_per_second: 0.0,
+    }];
+    let gatehouse = if settings.direct_only {
         None
     } else {
         Some(Gateway::start(&gateway::binary()?, &upstream.url())?)
     };
-    let ticks = gateway::ticks_per_second();
-    // What the idle gateway burns per second, taken off its CPU per call.
-    let idle_per_second = match &gateway {
-        Some(g) => gateway::idle_cpu_per_second(g.pid(), ticks, IDLE_SAMPLE)?,
-        None => 0.0,
+    if let Some(g) = &gatehouse {
+        routes.push(Route {
+            name: "gatehouse".into(),
+            target: Target {
+                url: g.mcp_url.clone(),
+                key: Some(gateway::AGENT_KEY.into()),
+                tool: format!("{}.echo", gateway::UPSTREAM),
+                arguments: arguments.clone(),
+            },
+            pid: Some(g.pid()),
+            idle_per_second: 0.0,
+        });
+    }
+    let other = match &settings.compare {
+        Some(spec) if !settings.direct_only => {
+            Some((spec, compare::Other::start(spec, &upstream.url())?))
+        }
+        _ => None,
     };
+    if let Some((spec, o)) = &other {
+        routes.push(Route {
+            name: spec.name.clone(),
+            target: Target {
+                url: o.url.clone(),
+                key: None,
+                tool: spec.tool.clone(),
+                arguments,
+            },
+            pid: Some(o.pid()),
+            idle_per_second: 0.0,
+        });
+    }
+    for route in &mut routes {
+        if let Some(pid) = route.pid {
+            route.idle_per_second = gateway::idle_cpu_per_second(pid, ticks, IDLE_SAMPLE)?;
+        }
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "mcp gateway bench: read-only tools/call `echo` via rmcp upstream, stateless 2026-07-28 \
          over keep-alive; {} calls x {} rounds per cell; {cores} cores shared by client, \
-         upstream and gateway",
+         upstream and gateways",
         settings.calls, settings.rounds
     );
-    if gateway.is_some() {
+    for route in routes.iter().filter(|r| r.pid.is_some()) {
         println!(
-            "idle gateway: {:.2} ms CPU per second (taken off its CPU per call)",
-            idle_per_second * 1e3
+            "idle {}: {:.2} ms CPU per second (taken off its CPU per call)",
+            route.name,
+            route.idle_per_second * 1e3
         );
     }
-
-    let arguments = json!({"text": "bench"});
-    let direct = Target {
-        url: upstream.url(),
-        key: None,
-        tool: "echo".into(),
-        arguments: arguments.clone(),
-    };
-    let through = gateway.as_ref().map(|g| Target {
-        url: g.mcp_url.clone(),
-        key: Some(gateway::AGENT_KEY.into()),
-        tool: format!("{}.echo", gateway::UPSTREAM),
-        arguments,
-    });
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let shapes = [("sequential", 1), ("concurrent", settings.sessions)];
-    let mut tallies: Vec<[Tally; 2]> = shapes.iter().map(|_| Default::default()).collect();
+    let mut tallies: Vec<Vec<Tally>> = shapes
+        .iter()
+        .map(|_| routes.iter().map(|_| Tally::default()).collect())
+        .collect();
     for round in 0..settings.rounds {
         for (shape, &(label, sessions)) in shapes.iter().enumerate() {
-            // Alternate which route goes first, so neither always runs on a warmer machine.
-            let order = if round % 2 == 0 {
-                [Via::Direct, Via::Gateway]
-            } else {
-                [Via::Gateway, Via::Direct]
-            };
-            for via in order {
-                let (target, pid) = match (via, &through, &gateway) {
-                    (Via::Direct, _, _) => (&direct, None),
-                    (Via::Gateway, Some(target), Some(g)) => (target, Some(g.pid())),
-                    (Via::Gateway, _, _) => continue,
-                };
-                let clients = runtime.block_on(load::connect(target, sessions))?;
-                let cpu_before = pid.map(|p| gateway::cpu_time(p, ticks)).transpose()?;
-                let run = runtime.block_on(load::run(&clients, target, settings.calls))?;
-                let cpu_after = pid.map(|p| gateway::cpu_time(p, ticks)).transpose()?;
-                let tally = &mut tallies[shape][via as usize];
+            // Rotate which route goes first, so none always runs on a warmer machine.
+            for turn in 0..routes.len() {
+                let index = (turn + round) % routes.len();
+                let route = &routes[index];
+                let clients = runtime.block_on(load::connect(&route.target, sessions))?;
+                let cpu_before = route.pid.map(|p| gateway::cpu_time(p, ticks)).transpose()?;
+                let run = runtime.block_on(load::run(&clients, &route.target, settings.calls))?;
+                let cpu_after = route.pid.map(|p| gateway::cpu_time(p, ticks)).transpose()?;
+                let tally = &mut tallies[shape][index];
                 if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
                     tally.cpu += after.saturating_sub(before);
                     tally.cpu_calls += run.latencies.len();
                     tally.cpu_elapsed += run.elapsed;
                 }
                 println!(
-                    "  round {} {label:>10} ({sessions:>2} sessions) {:>7}: {:>8.0} calls/s",
+                    "  round {} {label:>10} ({sessions:>2} sessions) {:>12}: {:>8.0} calls/s",
                     round + 1,
-                    name(via),
+                    route.name,
                     run.calls_per_second()
                 );
                 tally.calls_per_second.push(run.calls_per_second());
@@ -190,49 +262,75 @@ fn main() -> anyhow::Result<()> {
     }
 
     println!(
-        "\n{:<24} {:>9} {:>9} {:>10} {:>16}",
+        "\n{:<36} {:>9} {:>9} {:>10} {:>16}",
         "", "p50 us", "p99 us", "calls/s", "gateway CPU/call"
     );
     for (shape, &(label, sessions)) in shapes.iter().enumerate() {
-        let [direct, through] = &mut tallies[shape];
-        for (via, tally) in [(Via::Direct, &mut *direct), (Via::Gateway, &mut *through)] {
-            if tally.latencies.is_empty() {
-                continue;
-            }
-            let cpu = if tally.cpu_calls > 0 {
-                // Less what the idle node burns meanwhile (heartbeats, timers).
-                let idle = idle_per_second * tally.cpu_elapsed.as_secs_f64();
-                let net = (micros(tally.cpu) - idle * 1e6).max(0.0);
-                format!("{:.1} us", net / tally.cpu_calls as f64)
-            } else {
-                "-".into()
-            };
+        let row = &mut tallies[shape];
+        for (route, tally) in routes.iter().zip(row.iter_mut()) {
+            let cpu = tally
+                .cpu_per_call(route.idle_per_second)
+                .map_or("-".into(), |us| format!("{us:.1} us"));
             println!(
-                "{:<24} {:>9.0} {:>9.0} {:>10.0} {:>16}",
-                format!("{label} x{sessions} {}", name(via)),
+                "{:<36} {:>9.0} {:>9.0} {:>10.0} {:>16}",
+                format!("{label} x{sessions} {}", route.name),
                 micros(tally.p(0.50)),
                 micros(tally.p(0.99)),
                 tally.calls_per_second(),
                 cpu
             );
         }
-        if !through.latencies.is_empty() {
+        let direct = Figures::of(&mut row[0], 0.0);
+        for (index, route) in routes.iter().enumerate().skip(1) {
+            let through = Figures::of(&mut row[index], route.idle_per_second);
             println!(
-                "{:<24} {:>8.2}x {:>8.2}x {:>9.2}x   (gateway / direct)",
-                format!("{label} x{sessions} overhead"),
-                micros(through.p(0.50)) / micros(direct.p(0.50)),
-                micros(through.p(0.99)) / micros(direct.p(0.99)),
-                through.calls_per_second() / direct.calls_per_second(),
+                "{:<36} {:>8.2}x {:>8.2}x {:>9.2}x   ({} / direct)",
+                format!("{label} x{sessions} {} overhead", route.name),
+                through.p50 / direct.p50,
+                through.p99 / direct.p99,
+                through.calls_per_second / direct.calls_per_second,
+                route.name,
+            );
+        }
+        // Gatehouse beside the other gateway: CPU per call, and latency added over direct.
+        if routes.len() == 3 {
+            let ours = Figures::of(&mut row[1], routes[1].idle_per_second);
+            let theirs = Figures::of(&mut row[2], routes[2].idle_per_second);
+            let cpu = match (ours.cpu, theirs.cpu) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+                _ => "-".into(),
+            };
+            println!(
+                "{:<36} added p50 {:.2}x, added p99 {:.2}x, calls/s {:.2}x, CPU/call {cpu}   \
+                 (gatehouse / {})",
+                format!("{label} x{sessions} beside"),
+                (ours.p50 - direct.p50) / (theirs.p50 - direct.p50),
+                (ours.p99 - direct.p99) / (theirs.p99 - direct.p99),
+                ours.calls_per_second / theirs.calls_per_second,
+                routes[2].name,
             );
         }
     }
-    drop(gateway);
+    drop(other);
+    drop(gatehouse);
     Ok(())
 }
 
-fn name(via: Via) -> &'static str {
-    match via {
-        Via::Direct => "direct",
-        Via::Gateway => "gateway",
+/// One cell's figures, in microseconds and calls per second.
+struct Figures {
+    p50: f64,
+    p99: f64,
+    calls_per_second: f64,
+    cpu: Option<f64>,
+}
+
+impl Figures {
+    fn of(tally: &mut Tally, idle_per_second: f64) -> Figures {
+        Figures {
+            p50: micros(tally.p(0.50)),
+            p99: micros(tally.p(0.99)),
+            calls_per_second: tally.calls_per_second(),
+            cpu: tally.cpu_per_call(idle_per_second),
+        }
     }
 }

@@ -63,35 +63,27 @@ pub fn call_result(envelope: &Envelope) -> CallToolResult {
 /// JSON of an HTTP or built-in tool, given as text and, when it is an object, as
 /// `structuredContent`.
 pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
-    let mut value: Option<Value> = serde_json::from_str(json).ok();
-    let passes_through = matches!(&value, Some(Value::Object(object))
-    if object.get("content").is_some_and(Value::is_array)
-        && object.keys().all(|k| {
-            matches!(
-                k.as_str(),
-                "content" | "structuredContent" | "isError" | "_meta" | "resultType"
-            )
-        }));
-    // The value moves into the result (a result is passed through on every read-only call);
-    // one that does not fit after all is read again from the text for the fallback below.
-    let parsed = passes_through
-        .then(|| value.take())
-        .flatten()
-        .map(serde_json::from_value::<CallToolResult>);
-    if let Some(Err(_)) = parsed {
-        value = serde_json::from_str(json).ok();
-    }
-    if let Some(Ok(mut result)) = parsed {
-        // The upstream's own _meta is its business; the gateway's envelope replaces it. The
-        // upstream may speak an older revision: a 2026-07-28 client needs `resultType`
-        // (rmcp strips it again for older clients).
-        result.meta = None;
-        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
-        if is_error {
-            result.is_error = Some(true);
+    let value = match serde_json::from_str::<Value>(json).ok() {
+        Some(Value::Object(object)) if is_tool_result(&object) => {
+            // The value moves into the result: a result is passed through on every read-only
+            // call. One that does not fit after all is read again for the wrapped answer.
+            match serde_json::from_value::<CallToolResult>(Value::Object(object)) {
+                Ok(mut result) => {
+                    // The upstream's own _meta is its business; the gateway's envelope
+                    // replaces it. The upstream may speak an older revision: a 2026-07-28
+                    // client needs `resultType` (rmcp strips it again for older clients).
+                    result.meta = None;
+                    result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                    if is_error {
+                        result.is_error = Some(true);
+                    }
+                    return result;
+                }
+                Err(_) => serde_json::from_str(json).ok(),
+            }
         }
-        return result;
-    }
+        other => other,
+    };
     let mut result = if is_error {
         CallToolResult::error(vec![ContentBlock::text(json.to_owned())])
     } else {
@@ -101,6 +93,18 @@ pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
         result.structured_content = Some(object);
     }
     result
+}
+
+/// An object of `content` (a list), `structuredContent`, `isError`, `_meta` and `resultType`
+/// only.
+fn is_tool_result(object: &JsonObject) -> bool {
+    object.get("content").is_some_and(Value::is_array)
+        && object.keys().all(|k| {
+            matches!(
+                k.as_str(),
+                "content" | "structuredContent" | "isError" | "_meta" | "resultType"
+            )
+        })
 }
 
 /// A refusal or a call that cannot give its result (yet), as an error result.

@@ -1,8 +1,9 @@
 //! MCP upstreams over streamable HTTP. Each node keeps one client session per upstream and
 //! reuses it across calls; a session that fails, or whose URL or credential changed, is dropped
 //! and the next attempt opens a new one. Every session speaks through one pooled HTTP client, so
-//! calls reuse keep-alive connections instead of opening one each. A call is `tools/call` with the tool's own name, the
-//! arguments, and in `_meta` the skill context, the idempotency key and the trace context.
+//! calls reuse keep-alive connections instead of opening one each. A call is `tools/call` with
+//! the tool's own name, the arguments, and in `_meta` the skill context, the idempotency key and
+//! the trace context.
 
 use super::resilience::Attempt;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};

@@ -82,6 +82,40 @@ async fn mcp_calls_reuse_kept_alive_connections() {
 }
 
 #[tokio::test]
+async fn an_mcp_upstream_redirect_is_not_followed() {
+    // The upstream answers every request with a 307 elsewhere on its own origin (where rmcp's
+    // own client would follow, credential and all); the gateway goes nowhere but the declared
+    // URL.
+    let followed = Arc::new(AtomicUsize::new(0));
+    let counted = followed.clone();
+    let router = Router::new()
+        .route(
+            "/mcp",
+            axum::routing::any(|| async {
+                (StatusCode::TEMPORARY_REDIRECT, [("location", "/elsewhere")])
+            }),
+        )
+        .route(
+            "/elsewhere",
+            axum::routing::any(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::OK }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let env: HashMap<String, String> = [("KB_TOKEN".to_owned(), "t0ken".to_owned())].into();
+    let executor =
+        node_executor(registry(&mcp_upstream(addr, "credential: kb"))).with_env(Arc::new(env));
+    let outcome = executor
+        .execute(execution("acme", "kb.echo", json!({})))
+        .await;
+    assert!(outcome.is_err(), "{outcome:?}");
+    assert_eq!(followed.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn an_mcp_protocol_error_is_an_exec_error() {
     let upstream = test_mcp::Upstream::default();
     let addr = test_mcp::serve(upstream.clone()).await;

@@ -172,7 +172,7 @@ async fn approve(
         .approve(pb::ApproveCallRequest {
             call_id: record.call_id.clone(),
             args_sha256: record.args_sha256.clone(),
-            note: "bench".into(),
+            reason: "bench".into(),
         })
         .await?;
     Ok(())

@@ -330,7 +330,7 @@ pub fn approve_hash(
     let request = pb::ApproveCallRequest {
         call_id: call_id.into(),
         args_sha256: args_sha256.into(),
-        note: "reviewed".into(),
+        reason: "reviewed".into(),
     };
     let answer = cluster.block_on(client.approve(request))?.into_inner();
     answer
@@ -351,7 +351,7 @@ pub fn resolve(
     let request = pb::ResolveCallRequest {
         call_id: call_id.into(),
         outcome: outcome as i32,
-        note: note.into(),
+        reason: note.into(),
     };
     let answer = cluster.block_on(client.resolve(request))?.into_inner();
     answer

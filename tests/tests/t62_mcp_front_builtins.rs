@@ -140,7 +140,7 @@ impl Fixture {
                 pb::ApproveCallRequest {
                     call_id: call_id.into(),
                     args_sha256: record.args_sha256,
-                    note: "looks right".into(),
+                    reason: "looks right".into(),
                 },
                 ALICE,
             ))

@@ -518,7 +518,7 @@ fn a_call_whose_audit_record_cannot_be_written_does_not_reach_the_upstream() -> 
     let approved = cluster.block_on(carol.approve(pb::ApproveCallRequest {
         call_id: pending.clone(),
         args_sha256: hash,
-        note: "ok".into(),
+        reason: "ok".into(),
     }));
     assert_eq!(code(approved), Code::Unavailable);
     let mut bot = approvals(&cluster, home, BOT);

@@ -189,7 +189,7 @@ impl Approver {
         let request = self.request(pb::ApproveCallRequest {
             call_id: id.into(),
             args_sha256: args_sha256.into(),
-            note: "reviewed".into(),
+            reason: "reviewed".into(),
         });
         let answer = self.client.clone().approve(request).await?.into_inner();
         Ok((answer.call.expect("a record"), answer.log_index))
@@ -227,7 +227,7 @@ impl Approver {
         let request = self.request(pb::ResolveCallRequest {
             call_id: id.into(),
             outcome: outcome as i32,
-            note: "checked the ledger".into(),
+            reason: "checked the ledger".into(),
         });
         Ok(self
             .client
@@ -341,7 +341,7 @@ fn an_approval_through_a_follower_is_recorded_on_every_node() -> anyhow::Result<
     for node in [1, 2, 3] {
         let record = cluster.block_on(Approver::on(&cluster, node, ALICE)?.get(&id))?;
         assert_eq!(approvers(&record), ["alice"], "node {node}");
-        assert_eq!(record.approvals[0].note, "reviewed");
+        assert_eq!(record.approvals[0].reason, "reviewed");
         assert_ne!(state(&record), pb::CallState::Pending, "node {node}");
     }
     Ok(())
@@ -389,7 +389,7 @@ fn guards_refuse_self_approval_stale_arguments_and_decided_calls() -> anyhow::Re
         let (rejected, _) = bob.reject(&id, "not this quarter").await.unwrap();
         assert_eq!(state(&rejected), pb::CallState::Rejected);
         assert_eq!(rejected.rejections[0].principal, "bob");
-        assert_eq!(rejected.rejections[0].note, "not this quarter");
+        assert_eq!(rejected.rejections[0].reason, "not this quarter");
         assert_eq!(
             code(alice.approve(&id, &args).await),
             Code::FailedPrecondition
@@ -416,7 +416,7 @@ fn guards_refuse_self_approval_stale_arguments_and_decided_calls() -> anyhow::Re
         assert_eq!(state(&cancelled), pb::CallState::Cancelled);
         let by = cancelled.cancellation.expect("who cancelled");
         assert_eq!(
-            (by.principal.as_str(), by.note.as_str()),
+            (by.principal.as_str(), by.reason.as_str()),
             ("sly", "wrong account")
         );
     });

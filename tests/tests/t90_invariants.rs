@@ -541,7 +541,7 @@ fn invariant_7_no_api_lets_one_tenant_see_or_touch_another_tenants_calls() -> an
                 .approve(pb::ApproveCallRequest {
                     call_id: id.clone(),
                     args_sha256: sha.clone(),
-                    note: "mine now".into(),
+                    reason: "mine now".into(),
                 })
                 .await;
             assert_eq!(code(approve), Code::NotFound, "Approve");

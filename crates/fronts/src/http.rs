@@ -1,7 +1,8 @@
 //! The node's HTTP listener: liveness and readiness for load balancers and supervisors (open to
 //! all), Prometheus metrics at `/metrics` (see `gatehouse_gateway::metrics`; behind a token when the operator
-//! sets one), the MCP front at `/mcp` (see `crate::mcp`), and the A2A front's card and JSON-RPC
-//! binding (see `crate::a2a`).
+//! sets one), the MCP front at `/mcp` (see `crate::mcp`), the A2A front's card and JSON-RPC
+//! binding (see `crate::a2a`), and the approvals console at `/console` with its JSON API at
+//! `/api/v1` (see `crate::console`).
 
 use crate::mcp::McpSettings;
 use axum::Router;
@@ -16,6 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 /// `stop` ends the MCP front's sessions and both fronts' streams when the node stops. `/metrics`
 /// asks for `token` when there is one; `/healthz` and `/readyz` are always open.
+// One argument per part of the listener, each passed once, at start.
+#[allow(clippy::too_many_arguments)]
 pub fn router(
     readiness: Readiness,
     metrics: Metrics,
@@ -23,10 +26,12 @@ pub fn router(
     pipeline: Pipeline,
     mcp: McpSettings,
     a2a: Arc<crate::a2a::Front>,
+    approvals: crate::services::approval::Approvals,
     stop: CancellationToken,
 ) -> Router {
     crate::mcp::router(pipeline, mcp, stop)
         .merge(crate::a2a::router(a2a))
+        .merge(crate::console::router(approvals))
         .route("/healthz", get(|| async { "ok\n" }))
         .route(
             "/readyz",

@@ -6,6 +6,7 @@
 //! `services::status::to_status` for gRPC and `jsonrpc_error::jsonrpc_error` for JSON-RPC.
 
 pub mod a2a;
+pub mod console;
 pub mod grpc_health;
 pub mod http;
 pub mod jsonrpc_error;

@@ -133,6 +133,8 @@ struct NodeGauges {
     applied: IntGauge,
     lag: IntGaugeVec,
     actors: IntGauge,
+    /// Tenants by home node.
+    homed: IntGaugeVec,
     restarts: IntCounter,
     /// Upstreams by breaker state.
     breakers: IntGaugeVec,
@@ -290,6 +292,12 @@ impl NodeGauges {
                 "gatehouse_tenant_actors_active",
                 "Tenant actors running on this node.",
             ),
+            homed: gauges(
+                "gatehouse_tenants_homed",
+                "Tenants whose approval queue lives on each node (by home node id), as this \
+                 node's copy of the registry places them.",
+                &["node"],
+            ),
             restarts: register(
                 registry,
                 IntCounter::new(
@@ -356,6 +364,12 @@ impl NodeGauges {
         }
 
         self.actors.set(gauge_value(actors.active_tenants() as u64));
+        self.homed.reset();
+        for (node, tenants) in tenants_by_home(cluster) {
+            self.homed
+                .with_label_values(&[&node.to_string()])
+                .set(tenants);
+        }
         let restarts = actors.restarts();
         self.restarts
             .inc_by(restarts.saturating_sub(self.restarts.get()));
@@ -391,6 +405,16 @@ fn pending_by_tenant(cluster: &Cluster) -> BTreeMap<String, i64> {
         }
     }
     pending
+}
+
+/// How many tenants each node is home to.
+fn tenants_by_home(cluster: &Cluster) -> BTreeMap<u64, i64> {
+    let registry = cluster.registry.read();
+    let mut homed = BTreeMap::new();
+    for (_, placement) in registry.placements() {
+        *homed.entry(placement.home).or_default() += 1;
+    }
+    homed
 }
 
 fn gauge_value(v: u64) -> i64 {

@@ -19,7 +19,9 @@ pub fn load(path: &Path) -> anyhow::Result<Parsed> {
 }
 
 fn yaml_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    // The path came from the command line: one that is not there is a usage mistake (exit 2).
+    let meta = std::fs::metadata(path)
+        .map_err(|e| crate::exit::Usage(format!("reading {}: {e}", path.display())))?;
     if meta.is_file() {
         return Ok(vec![path.to_owned()]);
     }

@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod cmd;
 pub mod config;
+pub mod exit;
 pub mod files;
 pub mod server;

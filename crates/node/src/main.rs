@@ -1,15 +1,17 @@
-//! The `gatehouse` binary: parses the command line and hands over to the library.
+//! The `gatehouse` binary: parses the command line and hands over to the library. An error is
+//! said once on stderr and ends the process with the code `gatehouse_node::exit` documents.
 
 use clap::Parser;
+use gatehouse_node::exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = gatehouse_node::cli::Cli::parse();
     match gatehouse_node::cli::run(cli) {
-        Ok(code) => code,
+        Ok(done) => done.into(),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            eprintln!("error: {}", exit::sentence(&e));
+            exit::classify(&e).into()
         }
     }
 }

@@ -246,6 +246,13 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
+    // One service for the gRPC listener and the HTTP approvals API.
+    let approvals = services::approval::Approvals::new(
+        cluster.clone(),
+        pipeline.authenticator().clone(),
+        feed,
+        pipeline.audit_log().clone(),
+    );
     let a2a = gatehouse_fronts::a2a::Front::new(
         pipeline.clone(),
         gatehouse_fronts::a2a::A2aSettings {
@@ -265,7 +272,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             grpc_listener,
             &cluster,
             Services {
-                feed,
+                approvals: approvals.clone(),
                 pipeline: pipeline.clone(),
                 a2a: a2a.clone(),
             },
@@ -287,6 +294,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 pipeline.clone(),
                 config.mcp.clone(),
                 a2a,
+                approvals,
                 mcp_stop.clone(),
             ),
             config.tls.as_ref().map(NodeTls::http_server),
@@ -338,7 +346,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 
 /// What the client-facing services need besides the cluster.
 struct Services {
-    feed: CallFeed,
+    approvals: services::approval::Approvals,
     pipeline: Pipeline,
     a2a: Arc<gatehouse_fronts::a2a::Front>,
 }
@@ -386,14 +394,7 @@ where
                 front.pipeline.authenticator().clone(),
             ),
         ))
-        .add_service(ApprovalServiceServer::new(
-            services::approval::Approvals::new(
-                cluster.clone(),
-                front.pipeline.authenticator().clone(),
-                front.feed,
-                front.pipeline.audit_log().clone(),
-            ),
-        ))
+        .add_service(ApprovalServiceServer::new(front.approvals))
         .add_service(GatewayServiceServer::new(services::gateway::Gateway::new(
             front.pipeline,
         )))

@@ -168,3 +168,71 @@ fn validate_speaks_json_for_scripts() {
     assert_eq!(json["problems"][0]["line"], 6);
     assert_eq!(json["problems"][0]["document"], 1);
 }
+
+/// A command that prints more than a pipe holds, read by a reader that stops after one line
+/// (`| head -1`): it ends quietly, without a panic or a word on stderr.
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    // 4,000 tenants with a bad name: one problem line each, far more than a pipe's 64 KiB.
+    let bad: String = (0..4_000)
+        .map(|i| {
+            format!("apiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {{name: \"Bad Name {i}\"}}\nspec: {{}}\n---\n")
+        })
+        .collect();
+    std::fs::write(dir.path().join("bad.yaml"), bad).unwrap();
+    let mut child = Command::new(common::BIN)
+        .args(["validate", "-f", dir.path().to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("Bad Name"), "{first}");
+    // The read end is closed here.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "said on stderr: {stderr}");
+    assert_ne!(out.status.code(), Some(101), "it panicked");
+}
+
+/// The documented exit codes for what a script cannot otherwise tell apart: a usage mistake (2)
+/// and a node that does not answer (4); a check that finds problems is 1.
+#[test]
+fn usage_mistakes_and_unreachable_nodes_have_their_own_exit_codes() {
+    let bad_wait = gatehouse(&["call", "x.y", "--tenant", "t", "--wait=-1", "--token", "k"]);
+    assert_eq!(bad_wait.status.code(), Some(2));
+    let typo = gatehouse(&["lsit", "tools"]);
+    assert_eq!(typo.status.code(), Some(2));
+    let node_flag = gatehouse(&["--addr", "127.0.0.1:1", "keygen"]);
+    assert_eq!(node_flag.status.code(), Some(2));
+    let unreachable = gatehouse(&["list", "tools", "--addr", "127.0.0.1:1", "--token", "k"]);
+    assert_eq!(unreachable.status.code(), Some(4));
+    let said = String::from_utf8_lossy(&unreachable.stderr);
+    assert_eq!(said.lines().count(), 1, "one line: {said}");
+    assert_eq!(
+        said.matches("tcp connect error").count(),
+        1,
+        "each cause said once: {said}"
+    );
+}
+
+/// `keygen -o json` prints one object scripts can read, not the text for people.
+#[test]
+fn keygen_speaks_json_when_asked() {
+    let out = gatehouse(&["keygen", "-o", "json"]);
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let key: Value = serde_json::from_str(&text).expect("keygen -o json is JSON");
+    let api_key = key["api_key"].as_str().expect("the key");
+    let digest = key["api_key_sha256"].as_str().expect("its digest");
+    assert_eq!(
+        digest,
+        gatehouse_registry::canonical::sha256_hex(api_key.as_bytes())
+    );
+}

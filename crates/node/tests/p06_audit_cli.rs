@@ -52,6 +52,37 @@ async fn verify_passes_then_finds_one_changed_byte_and_names_its_seq() {
         })
         .collect();
     assert_eq!(seqs, [4, 5]);
+    // `-o jsonl` is `--json`; `-o json` is one document, an array.
+    let jsonl = gatehouse(&[
+        "audit",
+        "tail",
+        "--data-dir",
+        data_dir,
+        "-n",
+        "2",
+        "-o",
+        "jsonl",
+    ]);
+    assert_eq!(stdout(&jsonl), stdout(&out));
+    let json = gatehouse(&[
+        "audit",
+        "tail",
+        "--data-dir",
+        data_dir,
+        "-n",
+        "2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(stdout(&json).lines().count(), 1, "{}", stdout(&json));
+    let array: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let seqs: Vec<_> = array
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["seq"].clone())
+        .collect();
+    assert_eq!(seqs, [4, 5]);
     let out = gatehouse(&["audit", "tail", "--data-dir", data_dir, "-n", "1"]);
     assert!(stdout(&out).contains("call=call-5"), "{}", stdout(&out));
 

@@ -299,7 +299,7 @@ async fn approve(node: &Node, call_id: &str) {
     let request = pb::ApproveCallRequest {
         call_id: call_id.into(),
         args_sha256: record.args_sha256,
-        note: "fine".into(),
+        reason: "fine".into(),
     };
     approvals
         .approve(with_metadata(request, &auth))

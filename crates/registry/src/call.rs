@@ -76,6 +76,22 @@ impl CallState {
             CallState::OutcomeUnknown => "outcome_unknown",
         }
     }
+
+    /// Where a call stands, as the rest of a sentence that starts with the call
+    /// ("call X has already succeeded").
+    pub fn standing(self) -> &'static str {
+        match self {
+            CallState::Pending => "is still pending",
+            CallState::Approved => "is already approved",
+            CallState::Rejected => "was rejected",
+            CallState::Cancelled => "was cancelled",
+            CallState::Expired => "has expired",
+            CallState::Executing => "is executing",
+            CallState::Succeeded => "has already succeeded",
+            CallState::Failed => "has already failed",
+            CallState::OutcomeUnknown => "has an unknown outcome",
+        }
+    }
 }
 
 impl fmt::Display for CallState {

@@ -14,7 +14,7 @@ pub enum ApplyError {
     NotFound { what: String },
     #[error("{what} is still in use: {by}")]
     InUse { what: String, by: String },
-    #[error("call {call} is {state}, so it cannot be {action}")]
+    #[error("call {call} {}, so it cannot be {action}", state.standing())]
     WrongState {
         call: CallId,
         state: CallState,

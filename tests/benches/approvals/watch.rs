@@ -112,7 +112,7 @@ impl Watcher {
                     .approve(pb::ApproveCallRequest {
                         call_id: call.call_id,
                         args_sha256: call.args_sha256,
-                        note: "automatic".into(),
+                        reason: "automatic".into(),
                     })
                     .await;
             });

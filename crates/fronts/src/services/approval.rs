@@ -44,6 +44,38 @@ impl Approvals {
         }
     }
 
+    /// Who the request's token is, and each tenant it may review with whether it may also
+    /// decide there (a cluster admin reviews every tenant; only approvers decide).
+    pub fn me(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Me, Status> {
+        let registry = self.cluster.registry.read();
+        let caller = self
+            .auth
+            .authenticate_grpc(&registry, metadata)
+            .map_err(|e| to_status(e.into()))?;
+        let tenants = registry
+            .tenants()
+            .filter(|tenant| require_reviewer(&caller, tenant).is_ok())
+            .map(|tenant| {
+                let decides = caller.spec.has_role(tenant, Role::Approver);
+                (tenant.to_owned(), decides)
+            })
+            .collect();
+        Ok(Me {
+            principal: caller.name.clone(),
+            person: caller.person(),
+            tenants,
+        })
+    }
+
+    /// A tool's description and input schema as the registry has them now, for showing a
+    /// call's arguments against.
+    pub fn tool(&self, tenant: &str, tool: &str) -> Option<(String, serde_json::Value)> {
+        let registry = self.cluster.registry.read();
+        registry
+            .tool(tenant, tool)
+            .map(|(spec, _)| (spec.description.clone(), spec.input_schema.clone()))
+    }
+
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
         let registry = self.cluster.registry.read();
         Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
@@ -154,6 +186,15 @@ impl Approvals {
             ))),
         }
     }
+}
+
+/// A signed-in reviewer: its principal, the person it is, and the tenants it may review, each
+/// with whether it may decide there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Me {
+    pub principal: String,
+    pub person: String,
+    pub tenants: Vec<(String, bool)>,
 }
 
 /// An approver deciding, as an audit chain: the principal, and the person when it has another
@@ -405,7 +446,7 @@ impl Approvals {
             user: caller.token_subject().map(str::to_owned),
             approver: caller.name.clone(),
             args_sha256: request.args_sha256,
-            note: request.note,
+            note: request.reason,
         };
         let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
         Ok(pb::ApproveCallResponse {
@@ -472,7 +513,7 @@ impl Approvals {
     ) -> Result<pb::ResolveCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
-        required(&request.note, "say what really happened in the note")?;
+        required(&request.reason, "say what really happened in the reason")?;
         let outcome = match pb::ResolveOutcome::try_from(request.outcome) {
             Ok(pb::ResolveOutcome::Succeeded) => Outcome::Succeeded {
                 output_sha256: String::new(),
@@ -480,7 +521,7 @@ impl Approvals {
                 result: None,
             },
             Ok(pb::ResolveOutcome::Failed) => Outcome::Failed {
-                error: request.note.clone(),
+                error: request.reason.clone(),
             },
             Ok(pb::ResolveOutcome::Unspecified) | Err(_) => {
                 return Err(GatewayError::invalid_request(
@@ -497,7 +538,7 @@ impl Approvals {
             user: caller.token_subject().map(str::to_owned),
             approver: caller.name.clone(),
             outcome,
-            note: request.note,
+            note: request.reason,
         };
         let (call, log_index) = self.decide(command, &call, approver(&caller)).await?;
         Ok(pb::ResolveCallResponse {
@@ -566,7 +607,7 @@ mod tests {
         let cancelled = call_record_to(&call(CallState::Cancelled, None, note));
         let by = cancelled.cancellation.expect("a cancellation");
         assert_eq!(
-            (by.principal.as_str(), by.note.as_str()),
+            (by.principal.as_str(), by.reason.as_str()),
             ("bot", "wrong account: try 12")
         );
         assert_eq!(by.at_unix_ms, 1_500);

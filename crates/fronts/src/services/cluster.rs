@@ -241,6 +241,10 @@ impl ClusterService for Membership {
                     .collect()
             })
             .unwrap_or_default();
+        let (tenants, homed) = {
+            let registry = self.cluster.registry.read();
+            super::placement::tenants(&registry)
+        };
         let nodes = view
             .nodes
             .iter()
@@ -256,6 +260,7 @@ impl ClusterService for Membership {
                     applied_index: applied,
                     lag: last_log.saturating_sub(applied),
                     reachable: self.reachable(*id),
+                    tenants_homed: homed.get(id).copied().unwrap_or(0),
                 }
             })
             .collect();
@@ -266,6 +271,7 @@ impl ClusterService for Membership {
             voters,
             learners,
             nodes,
+            tenants,
         }))
     }
 

@@ -142,7 +142,7 @@ pub fn call_record_to(call: &gatehouse_registry::Call) -> pb::CallRecord {
         person: v.person().to_owned(),
         principal: v.principal.clone(),
         at_unix_ms: v.at as i64,
-        note: v.note.clone(),
+        reason: v.note.clone(),
     };
     // Cancel and Resolve record who and why in the note, as "<verb> by <principal>: <text>".
     let noted = |prefix: &str| {
@@ -154,7 +154,7 @@ pub fn call_record_to(call: &gatehouse_registry::Call) -> pb::CallRecord {
         Some(pb::ApprovalAction {
             principal: principal.to_owned(),
             at_unix_ms: call.updated_at as i64,
-            note: note.to_owned(),
+            reason: note.to_owned(),
             person: String::new(),
         })
     };

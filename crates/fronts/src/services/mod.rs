@@ -5,6 +5,8 @@ pub mod approval;
 pub mod cluster;
 pub mod convert;
 pub mod gateway;
+pub mod json;
+pub mod placement;
 pub mod raft;
 pub mod registry;
 pub mod snapshot;

@@ -58,8 +58,10 @@ impl Telemetry {
             Ok(levels) => (levels, None),
             Err(_) => ("info,openraft=warn".into(), Some(OpenraftRpcFailures)),
         };
+        // Colour only for a person at a terminal: a file or a journal gets plain text.
         let logs = fmt::layer()
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_filter(levels.and(quiet));
         let provider = otlp.map(|s| provider(s, node_id)).transpose()?;
         // Only the gateway's own spans: a library's (hyper's, h2's, the exporter's own) would

@@ -3,6 +3,7 @@
 use super::Output;
 use super::client::Remote;
 use super::client::{self, explain};
+use crate::exit::Exit;
 use clap::{Subcommand, ValueEnum};
 use futures::StreamExt;
 use gatehouse_fronts::services::convert::{approval_mode_to, call_state_to};
@@ -10,17 +11,18 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
 use gatehouse_registry::{ApprovalMode, CallState};
 use std::collections::HashSet;
-use std::process::ExitCode;
 use std::time::Duration;
 
 mod print;
 
-use print::{decided, details, print_event, record_json, summary};
+use gatehouse_fronts::services::json::record_json;
+use print::{decided, details, print_event, summary};
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
     /// List a tenant's calls that wait for someone (or those in one state).
     List {
+        /// The tenant whose calls to list (you must be its approver or a cluster admin).
         #[arg(long)]
         tenant: String,
         /// Only calls of this tool (`upstream.tool`).
@@ -37,6 +39,7 @@ pub enum ApprovalsCommand {
     },
     /// Print a tenant's call changes as they happen, one line each, until interrupted.
     Watch {
+        /// The tenant whose calls to follow (you must be its approver or a cluster admin).
         #[arg(long)]
         tenant: String,
         /// The index of the last event already seen; 0 starts with the whole pending set.
@@ -44,10 +47,14 @@ pub enum ApprovalsCommand {
         from: u64,
     },
     /// Show one call.
-    Get { id: String },
+    Get {
+        /// The call's id (`call_...`).
+        id: String,
+    },
     /// Approve a call. It shows the tool, the mode and the arguments and asks you to confirm;
     /// the approval is bound to the arguments you saw.
     Approve {
+        /// The call's id (`call_...`).
         id: String,
         /// Why you approve; kept in the call's record and the audit log.
         #[arg(long)]
@@ -63,24 +70,32 @@ pub enum ApprovalsCommand {
     },
     /// Reject a call; one rejection is final.
     Reject {
+        /// The call's id (`call_...`).
         id: String,
+        /// Why you reject; the agent is told it, and it is kept in the call's record and the
+        /// audit log.
         #[arg(long)]
         reason: String,
     },
     /// Withdraw a pending call (for a principal of the call's own chain).
     Cancel {
+        /// The call's id (`call_...`).
         id: String,
+        /// Why you withdraw it; kept in the call's record and the audit log.
         #[arg(long)]
         reason: String,
     },
     /// Settle an outcome-unknown call.
     Resolve {
+        /// The call's id (`call_...`).
         id: String,
+        /// What really happened at the upstream.
         #[arg(long, value_enum)]
         outcome: ResolveAs,
-        /// What really happened, and how you know.
-        #[arg(long)]
-        note: String,
+        /// What really happened, and how you know; kept in the call's record and the audit
+        /// log. (`--note` is an older name for it.)
+        #[arg(long, alias = "note")]
+        reason: String,
     },
 }
 
@@ -92,7 +107,9 @@ fn named<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ResolveAs {
+    /// The upstream did what the call asked.
     Succeeded,
+    /// The upstream did not do it.
     Failed,
 }
 
@@ -103,7 +120,7 @@ async fn connect(remote: &Remote) -> anyhow::Result<Client> {
     Ok(ApprovalServiceClient::with_interceptor(channel, bearer))
 }
 
-pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<ExitCode> {
+pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<Exit> {
     let out = remote.output;
     match command {
         ApprovalsCommand::List {
@@ -116,10 +133,10 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
         ApprovalsCommand::Get { id } => {
             let call = get(&mut connect(remote).await?, id).await?;
             match out {
-                Output::Json => println!("{}", record_json(&call)),
                 Output::Text => print!("{}", details(&call)),
+                json => json.print_one(&record_json(&call)),
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Done)
         }
         ApprovalsCommand::Approve {
             id,
@@ -138,13 +155,13 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
                 .approve(pb::ApproveCallRequest {
                     call_id: id,
                     args_sha256: args_sha256.clone(),
-                    note: reason,
+                    reason,
                 })
                 .await
                 .map_err(explain)?
                 .into_inner();
             let call = answer.call.unwrap_or_default();
-            if out == Output::Text {
+            if out.is_text() {
                 println!(
                     "approved {} of tool {} (mode {}) with arguments {} (sha256 {args_sha256})",
                     call.call_id,
@@ -154,7 +171,7 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
                 );
             }
             decided(out, &call, answer.log_index);
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Done)
         }
         ApprovalsCommand::Reject { id, reason } => {
             let answer = connect(remote)
@@ -167,7 +184,7 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
                 .map_err(explain)?
                 .into_inner();
             decided(out, &answer.call.unwrap_or_default(), answer.log_index);
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Done)
         }
         ApprovalsCommand::Cancel { id, reason } => {
             let answer = connect(remote)
@@ -180,9 +197,13 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
                 .map_err(explain)?
                 .into_inner();
             decided(out, &answer.call.unwrap_or_default(), answer.log_index);
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Done)
         }
-        ApprovalsCommand::Resolve { id, outcome, note } => {
+        ApprovalsCommand::Resolve {
+            id,
+            outcome,
+            reason,
+        } => {
             let outcome = match outcome {
                 ResolveAs::Succeeded => pb::ResolveOutcome::Succeeded,
                 ResolveAs::Failed => pb::ResolveOutcome::Failed,
@@ -192,13 +213,13 @@ pub async fn run(remote: &Remote, command: ApprovalsCommand) -> anyhow::Result<E
                 .resolve(pb::ResolveCallRequest {
                     call_id: id,
                     outcome: outcome as i32,
-                    note,
+                    reason,
                 })
                 .await
                 .map_err(explain)?
                 .into_inner();
             decided(out, &answer.call.unwrap_or_default(), answer.log_index);
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Done)
         }
     }
 }
@@ -246,7 +267,7 @@ async fn list(
     tool: Option<String>,
     mode: Option<ApprovalMode>,
     state: Option<CallState>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let mut client = connect(remote).await?;
     let mut all = Vec::new();
     let mut page_token = String::new();
@@ -269,16 +290,14 @@ async fn list(
         }
         page_token = page.next_page_token;
     }
-    for call in &all {
-        match remote.output {
-            Output::Json => println!("{}", record_json(call)),
-            Output::Text => println!("{}", summary(call)),
+    match remote.output {
+        Output::Text => {
+            all.iter().for_each(|call| println!("{}", summary(call)));
+            println!("{} call(s)", all.len());
         }
+        json => json.print_list(all.iter().map(record_json).collect()),
     }
-    if remote.output == Output::Text {
-        println!("{} call(s)", all.len());
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// Where a watch resumes: after the last index whose events all arrived. One entry may change
@@ -315,7 +334,7 @@ impl Position {
 }
 
 /// Follows the tenant's changes; when the node goes away, resumes where it was.
-async fn watch(remote: &Remote, tenant: String, from: u64) -> anyhow::Result<ExitCode> {
+async fn watch(remote: &Remote, tenant: String, from: u64) -> anyhow::Result<Exit> {
     let mut position = Position {
         complete: from,
         partial: None,

@@ -2,13 +2,13 @@
 
 use super::Output;
 use crate::config::RawServeConfig;
+use crate::exit::Exit;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use gatehouse_audit::Record;
 use gatehouse_cluster::node_files::AUDIT_DIR;
 use gatehouse_fronts::time::rfc3339;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
@@ -21,7 +21,7 @@ pub enum AuditCommand {
         /// How many records.
         #[arg(short = 'n', default_value_t = 20)]
         n: usize,
-        /// One JSON record per line, exactly as stored.
+        /// One JSON record per line, exactly as stored (the same as `-o jsonl`).
         #[arg(long)]
         json: bool,
     },
@@ -55,14 +55,16 @@ impl LogArgs {
     }
 }
 
-pub fn run(command: AuditCommand, output: Output) -> anyhow::Result<ExitCode> {
+pub fn run(command: AuditCommand, output: Output) -> anyhow::Result<Exit> {
     match command {
         AuditCommand::Verify(log) => verify(&log),
-        AuditCommand::Tail { log, n, json } => tail(&log, n, json || output == Output::Json),
+        AuditCommand::Tail { log, n, json } => {
+            tail(&log, n, if json { Output::Jsonl } else { output })
+        }
     }
 }
 
-fn verify(log: &LogArgs) -> anyhow::Result<ExitCode> {
+fn verify(log: &LogArgs) -> anyhow::Result<Exit> {
     match gatehouse_audit::verify(&log.audit_dir()?) {
         Ok(verified) => {
             println!(
@@ -75,24 +77,27 @@ fn verify(log: &LogArgs) -> anyhow::Result<ExitCode> {
                     verified.torn_bytes
                 );
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(Exit::Done)
         }
         Err(problem) => {
             println!("audit log damaged: {problem}");
-            Ok(ExitCode::FAILURE)
+            Ok(Exit::Failed)
         }
     }
 }
 
-fn tail(log: &LogArgs, n: usize, json: bool) -> anyhow::Result<ExitCode> {
-    for record in gatehouse_audit::tail(&log.audit_dir()?, n)? {
-        if json {
-            println!("{}", serde_json::to_string(&record)?);
-        } else {
-            println!("{}", line(&record));
-        }
+fn tail(log: &LogArgs, n: usize, output: Output) -> anyhow::Result<Exit> {
+    let records = gatehouse_audit::tail(&log.audit_dir()?, n)?;
+    match output {
+        Output::Text => records.iter().for_each(|r| println!("{}", line(r))),
+        json => json.print_list(
+            records
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()?,
+        ),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// `seq time kind tenant chain target mode decision outcome`, then what identifies the call.

@@ -1,13 +1,14 @@
 //! `gatehouse call`: calls a tool through the gateway, and with `--wait` follows a call that
 //! went through approval until it ends.
 
-use super::Output;
-use super::client::Remote;
+use super::client::{Remote, RemoteArgs};
 use super::client::{connect, explain};
+use super::{OutputArgs, when};
+use crate::exit::Exit;
+use crate::exit::Usage;
 use clap::Args;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
-use std::process::ExitCode;
 use std::time::Duration;
 
 const POLL_EVERY: Duration = Duration::from_millis(200);
@@ -16,6 +17,7 @@ const POLL_EVERY: Duration = Duration::from_millis(200);
 pub struct CallArgs {
     /// The namespaced tool, `upstream.tool`.
     pub tool: String,
+    /// The tenant the call is made for.
     #[arg(long)]
     pub tenant: String,
     /// The arguments, a JSON object.
@@ -28,12 +30,16 @@ pub struct CallArgs {
     /// Follow the call for up to this many seconds until it ends, printing each change of state.
     #[arg(long, value_name = "SECONDS")]
     pub wait: Option<f64>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-pub async fn run(remote: &Remote, args: CallArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(remote: &Remote, args: CallArgs) -> anyhow::Result<Exit> {
     let wait = match args.wait {
         Some(s) if !(s.is_finite() && s >= 0.0) => {
-            anyhow::bail!("--wait takes a number of seconds, 0 or more")
+            return Err(Usage("--wait takes a number of seconds, 0 or more".into()).into());
         }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
@@ -53,7 +59,7 @@ pub async fn run(remote: &Remote, args: CallArgs) -> anyhow::Result<ExitCode> {
         .into_inner()
         .envelope
         .unwrap_or_default();
-    let text = remote.output == Output::Text;
+    let text = remote.output.is_text();
     if text {
         println!("{} {}", envelope.call_id, state_name(envelope.state));
     }
@@ -85,33 +91,34 @@ pub async fn run(remote: &Remote, args: CallArgs) -> anyhow::Result<ExitCode> {
     if text {
         print_outcome(&envelope);
     } else {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&envelope_json(&envelope))?
-        );
+        remote.output.print_one(&envelope_json(&envelope));
     }
-    let state = pb::CallState::try_from(envelope.state).unwrap_or_default();
-    if wait.is_some() && !finished(envelope.state) {
+    if let Some(wait) = wait.filter(|_| !finished(envelope.state)) {
         eprintln!(
             "{} is still {} after waiting {:.1}s",
             envelope.call_id,
             state_name(envelope.state),
-            wait.unwrap_or_default().as_secs_f64()
+            wait.as_secs_f64()
         );
-        return Ok(ExitCode::FAILURE);
     }
-    Ok(match state {
+    Ok(exit_for(envelope.state))
+}
+
+/// Succeeded is done; an end without success is a failure; a call that has not ended is
+/// pending; an unknown outcome has a code of its own, for it needs a person.
+fn exit_for(state: i32) -> Exit {
+    match pb::CallState::try_from(state).unwrap_or_default() {
+        pb::CallState::Succeeded => Exit::Done,
         pb::CallState::Failed
         | pb::CallState::Rejected
         | pb::CallState::Cancelled
-        | pb::CallState::Expired => ExitCode::FAILURE,
-        pb::CallState::Unspecified
-        | pb::CallState::Pending
-        | pb::CallState::Approved
-        | pb::CallState::Executing
-        | pb::CallState::Succeeded
-        | pb::CallState::OutcomeUnknown => ExitCode::SUCCESS,
-    })
+        | pb::CallState::Expired
+        | pb::CallState::Unspecified => Exit::Failed,
+        pb::CallState::Pending | pb::CallState::Approved | pb::CallState::Executing => {
+            Exit::Pending
+        }
+        pb::CallState::OutcomeUnknown => Exit::OutcomeUnknown,
+    }
 }
 
 fn finished(state: i32) -> bool {
@@ -155,7 +162,10 @@ fn print_outcome(envelope: &pb::CallEnvelope) {
         eprintln!("error: {error}");
     }
     if let Some(at) = envelope.expires_at_unix_ms {
-        println!("expires at {at} (unix ms) if nobody acts; follow it with --wait");
+        println!(
+            "expires {} if nobody acts; follow it with --wait",
+            when(at as u64)
+        );
     }
 }
 
@@ -193,6 +203,23 @@ mod tests {
         );
         assert!(finished(pb::CallState::Expired as i32));
         assert!(!finished(pb::CallState::OutcomeUnknown as i32));
+    }
+
+    #[test]
+    fn a_script_tells_the_ends_of_a_call_apart() {
+        use pb::CallState as S;
+        let exits = [
+            (S::Succeeded, Exit::Done),
+            (S::Rejected, Exit::Failed),
+            (S::Failed, Exit::Failed),
+            (S::Expired, Exit::Failed),
+            (S::Pending, Exit::Pending),
+            (S::Executing, Exit::Pending),
+            (S::OutcomeUnknown, Exit::OutcomeUnknown),
+        ];
+        for (state, exit) in exits {
+            assert_eq!(exit_for(state as i32), exit, "{state:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The command line's connection to a node: one channel, every request with the bearer key.
 
-use super::Output;
+use super::{Output, OutputArgs};
+use crate::cli::Before;
+use crate::exit::Refusal;
 use anyhow::Context;
 use clap::Args;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -13,28 +15,57 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 
-/// Where a command that talks to the cluster goes, and with which key.
-#[derive(Debug, Clone, Args)]
-pub struct Remote {
+/// The flags of a command that talks to a node. Given before the command
+/// (`crate::cli::Before`) they mean the same.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Connection")]
+pub struct RemoteArgs {
     /// Any node's gRPC address: `host:port`, or `https://host:port` for a node that serves TLS
-    /// (with --ca).
-    #[arg(
-        long,
-        global = true,
-        env = "GATEHOUSE_ADDR",
-        default_value = "127.0.0.1:7401"
-    )]
-    pub addr: String,
+    /// (with --ca). [default: 127.0.0.1:7401]
+    #[arg(long, global = true, env = "GATEHOUSE_ADDR", value_name = "HOST:PORT")]
+    pub addr: Option<String>,
     /// PEM file of the CA that signed the node's certificate: the connection is TLS, verified
     /// against it.
     #[arg(long, global = true, env = "GATEHOUSE_CA", value_name = "PEM")]
     pub ca: Option<PathBuf>,
     /// An API key (for a new cluster: the one in DATA_DIR/admin.key).
-    #[arg(long, global = true, env = "GATEHOUSE_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "GATEHOUSE_TOKEN",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub token: Option<String>,
-    /// Output format for commands that print data.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Text)]
+}
+
+/// Where a command that talks to the cluster goes, with which key, and how it prints.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub addr: String,
+    pub ca: Option<PathBuf>,
+    pub token: Option<String>,
     pub output: Output,
+}
+
+/// The address a client command goes to when none is given: `gatehouse dev`'s.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7401";
+
+impl Remote {
+    /// The flags after the command, with those before it where given (they were typed; the
+    /// ones after may come from the environment).
+    pub fn new(args: RemoteArgs, out: OutputArgs, before: &Before) -> Remote {
+        Remote {
+            addr: before
+                .addr
+                .clone()
+                .or(args.addr)
+                .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
+            ca: before.ca.clone().or(args.ca),
+            token: before.token.clone().or(args.token),
+            output: before.output.or(out.output).unwrap_or_default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -123,9 +154,9 @@ pub async fn cluster(remote: &Remote) -> anyhow::Result<ClusterServiceClient<Aut
     Ok(ClusterServiceClient::with_interceptor(channel, bearer))
 }
 
-/// A status as the operator should read it.
+/// A node's refusal, kept with its code for the exit code.
 pub fn explain(status: tonic::Status) -> anyhow::Error {
-    anyhow::anyhow!("{:?}: {}", status.code(), status.message())
+    Refusal::from(status).into()
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
-//! `gatehouse cluster status|add-learner|promote|remove|wait-caught-up`.
+//! `gatehouse cluster status|placement|add-learner|promote|remove|wait-caught-up`.
 
 use super::Output;
 use super::client::Remote;
 use super::client::{self, explain};
+use crate::exit::Exit;
 use clap::Subcommand;
 use gatehouse_proto::v1 as pb;
 use serde_json::json;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// How often `wait-caught-up` asks for the cluster's status.
@@ -16,21 +16,32 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
-    /// Leader, term, voters, learners, and each node's applied index and lag.
+    /// Leader, term, voters, learners, and each node's applied index, lag and tenants.
     Status,
+    /// Where each tenant lives: its home node, epoch, open calls and any move under way.
+    Placement,
     /// Add a node as a learner (it receives the log but does not vote).
     AddLearner {
+        /// The new node's id (its `serve --node-id`).
         #[arg(long)]
         node_id: u64,
-        #[arg(long)]
+        /// The new node's gRPC address, as the other nodes reach it.
+        #[arg(long, value_name = "HOST:PORT")]
         grpc: String,
     },
     /// Make a learner a voter.
-    Promote { node_id: u64 },
+    Promote {
+        /// The learner's node id.
+        node_id: u64,
+    },
     /// Take a node out of the cluster.
-    Remove { node_id: u64 },
+    Remove {
+        /// The node's id.
+        node_id: u64,
+    },
     /// Wait until a node has every log entry the leader has, printing its progress.
     WaitCaughtUp {
+        /// The node's id.
         node_id: u64,
         /// Give up after this many seconds.
         #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
@@ -38,7 +49,7 @@ pub enum ClusterCommand {
     },
 }
 
-pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<ExitCode> {
+pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<Exit> {
     let mut cluster = client::cluster(remote).await?;
     let (log_index, voters, learners) = match command {
         ClusterCommand::Status => {
@@ -48,7 +59,16 @@ pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<Exi
                 .map_err(explain)?
                 .into_inner();
             print_status(remote.output, &status);
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::Done);
+        }
+        ClusterCommand::Placement => {
+            let status = cluster
+                .status(pb::ClusterStatusRequest {})
+                .await
+                .map_err(explain)?
+                .into_inner();
+            print_placement(remote.output, &status);
+            return Ok(Exit::Done);
         }
         ClusterCommand::WaitCaughtUp { node_id, timeout } => {
             if !(timeout.is_finite() && timeout > 0.0) {
@@ -85,41 +105,39 @@ pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<Exi
         }
     };
     match remote.output {
-        Output::Json => println!(
-            "{}",
-            json!({"log_index": log_index, "voters": voters, "learners": learners})
-        ),
+        Output::Json | Output::Jsonl => remote
+            .output
+            .print_one(&json!({"log_index": log_index, "voters": voters, "learners": learners})),
         Output::Text => {
             println!("done at log index {log_index}: voters {voters:?}, learners {learners:?}")
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 fn print_status(output: Output, s: &pb::ClusterStatusResponse) {
     match output {
-        Output::Json => {
+        Output::Json | Output::Jsonl => {
             let nodes: Vec<_> = s
                 .nodes
                 .iter()
                 .map(|n| {
                     json!({"node_id": n.node_id, "grpc_addr": n.grpc_addr, "applied_index": n.applied_index,
                            "lag": n.lag, "reachable": n.reachable,
-                           "voter": s.voters.contains(&n.node_id)})
+                           "voter": s.voters.contains(&n.node_id), "tenants_homed": n.tenants_homed})
                 })
                 .collect();
-            println!(
-                "{}",
-                json!({"leader": s.leader_id, "term": s.term, "voters": s.voters, "learners": s.learners, "nodes": nodes})
-            );
+            output.print_one(&json!({"leader": s.leader_id, "term": s.term, "voters": s.voters,
+                                     "learners": s.learners, "nodes": nodes,
+                                     "tenants": s.tenants.iter().map(placement_json).collect::<Vec<_>>()}));
         }
         Output::Text => {
             let leader = s.leader_id.map_or("none".to_owned(), |l| l.to_string());
             println!("leader {leader}, term {}", s.term);
             println!("voters {:?}, learners {:?}", s.voters, s.learners);
             println!(
-                "{:>6}  {:<22} {:<8} {:>10} {:>8}  reachable",
-                "node", "grpc", "role", "applied", "lag"
+                "{:>6}  {:<22} {:<8} {:>10} {:>8} {:>8}  reachable",
+                "node", "grpc", "role", "applied", "lag", "tenants"
             );
             for n in &s.nodes {
                 let role = if s.voters.contains(&n.node_id) {
@@ -128,17 +146,52 @@ fn print_status(output: Output, s: &pb::ClusterStatusResponse) {
                     "learner"
                 };
                 println!(
-                    "{:>6}  {:<22} {:<8} {:>10} {:>8}  {}",
+                    "{:>6}  {:<22} {:<8} {:>10} {:>8} {:>8}  {}",
                     n.node_id,
                     n.grpc_addr,
                     role,
                     n.applied_index,
                     n.lag,
+                    n.tenants_homed,
                     if n.reachable { "yes" } else { "no" }
                 );
             }
+            let moving = s.tenants.iter().filter(|t| t.moving_to.is_some()).count();
+            let unplaced = s.tenants.iter().filter(|t| t.home.is_none()).count();
+            println!(
+                "{} tenant(s), {moving} moving, {unplaced} not placed yet (`gatehouse cluster placement` lists them)",
+                s.tenants.len()
+            );
         }
     }
+}
+
+/// Each tenant's home, epoch, open calls and any move under way.
+fn print_placement(output: Output, s: &pb::ClusterStatusResponse) {
+    match output {
+        Output::Text => {
+            println!(
+                "{:<24} {:>6} {:>7} {:>6}  moving",
+                "tenant", "home", "epoch", "open"
+            );
+            for t in &s.tenants {
+                let home = t.home.map_or("-".to_owned(), |h| h.to_string());
+                let moving = t
+                    .moving_to
+                    .map_or("-".to_owned(), |to| format!("to node {to}"));
+                println!(
+                    "{:<24} {home:>6} {:>7} {:>6}  {moving}",
+                    t.tenant, t.epoch, t.open_calls
+                );
+            }
+        }
+        json => json.print_list(s.tenants.iter().map(placement_json).collect()),
+    }
+}
+
+fn placement_json(t: &pb::TenantPlacement) -> serde_json::Value {
+    json!({"tenant": t.tenant, "home": t.home, "epoch": t.epoch, "moving_to": t.moving_to,
+           "open_calls": t.open_calls})
 }
 
 /// Where a node stands against the leader's log: (entries it has, entries the leader has).
@@ -156,7 +209,7 @@ async fn wait_caught_up(
     cluster: &mut pb::cluster_service_client::ClusterServiceClient<client::Authed>,
     node: u64,
     timeout: Duration,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let deadline = Instant::now() + timeout;
     let mut last: Option<(Option<(u64, u64)>, Instant)> = None;
     loop {
@@ -170,7 +223,7 @@ async fn wait_caught_up(
             && has >= of
         {
             println!("node {node} caught up: {has}/{of} entries");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::Done);
         }
         let report = last.is_none_or(|(seen, at)| seen != now || at.elapsed() >= REPORT_EVERY);
         if report {

@@ -7,6 +7,7 @@
 
 use super::serve::{SHUTDOWN_GRACE, init_logging, say, wait_for_signal};
 use crate::config::RawServeConfig;
+use crate::exit::Exit;
 use crate::server::{self, NodeHandle};
 use anyhow::Context;
 use gatehouse_cluster::node_files::{new_key, write_atomically};
@@ -15,7 +16,6 @@ use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::documents;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// The demo tenant's resources, with the keys' digests left to fill in.
 const DEMO: &str = include_str!("dev.yaml");
@@ -44,7 +44,7 @@ pub struct Credentials {
 /// The built-in tools dev mode enables, for tenant `demo` only.
 pub const DEV_BUILTINS: [&str; 2] = ["demo:echo", "demo:transfer"];
 
-pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: DevArgs) -> anyhow::Result<Exit> {
     let config = RawServeConfig {
         node_id: Some(1),
         data_dir: Some(args.data_dir.clone()),
@@ -74,7 +74,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// Applies the demo tenant on the first start and writes the keys; later starts read them.

@@ -3,12 +3,12 @@
 //! an admin to review and apply. GET operations are declared `read_only`, every other one
 //! `destructive`, until an admin says otherwise.
 
+use crate::exit::Exit;
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use gatehouse_registry::resource::{API_VERSION, Metadata, Object, Resource, ToolSpec};
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];
 /// `$ref`s deeper than this are left as an open schema: a recursive schema has no end.
@@ -18,6 +18,7 @@ const MAX_REF_DEPTH: usize = 16;
 pub enum ImportCommand {
     /// An OpenAPI 3.0/3.1 document (JSON or YAML): one Tool per operation of an HTTP upstream.
     Openapi {
+        /// An OpenAPI 3 document, JSON or YAML.
         file: PathBuf,
         /// The Upstream the tools call.
         #[arg(long)]
@@ -36,7 +37,7 @@ pub fn openapi(
     upstream: &str,
     tenant: Option<&str>,
     output: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let document: Value = match serde_json::from_str(&text) {
@@ -53,7 +54,7 @@ pub fn openapi(
         None => print!("{yaml}"),
     }
     eprintln!("{} tool(s) from {}", tools.len(), file.display());
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// A YAML stream, one document per resource.

@@ -1,8 +1,9 @@
 //! `gatehouse apply -f`, `get`, `list`, `delete` against the cluster.
 
-use super::Output;
-use super::client::Remote;
 use super::client::{self, explain};
+use super::client::{Remote, RemoteArgs};
+use super::{Output, OutputArgs};
+use crate::exit::Exit;
 use crate::files;
 use clap::Args;
 use gatehouse_proto::v1 as pb;
@@ -10,30 +11,36 @@ use gatehouse_registry::Kind;
 use gatehouse_registry::documents::to_yaml;
 use serde_json::json;
 use std::path::Path;
-use std::process::ExitCode;
 
 /// Resources per Apply call: big directories go in several Raft commands, none of them huge.
 const BATCH: usize = 500;
 
 #[derive(Debug, Args)]
 pub struct ResourceArgs {
+    /// Tenant, Principal, Upstream, Tool, Skill or Policy (any case, singular or plural).
     pub kind: String,
+    /// The resource's name.
     pub name: String,
+    /// The tenant the resource belongs to (absent for cluster-wide resources).
     #[arg(long)]
     pub tenant: Option<String>,
     /// Read after every write committed so far.
     #[arg(long)]
     pub linearizable: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
-pub async fn apply(remote: &Remote, path: &Path) -> anyhow::Result<ExitCode> {
+pub async fn apply(remote: &Remote, path: &Path) -> anyhow::Result<Exit> {
     let parsed = files::load(path)?;
     if !parsed.problems.is_empty() {
         for problem in &parsed.problems {
             println!("{problem}");
         }
         println!("{} problem(s): nothing applied", parsed.problems.len());
-        return Ok(ExitCode::FAILURE);
+        return Ok(Exit::Failed);
     }
     let resources: Vec<pb::Resource> = parsed
         .into_resources()
@@ -61,6 +68,7 @@ pub async fn apply(remote: &Remote, path: &Path) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let mut applied = Vec::with_capacity(results.len());
     for r in &results {
         let key = r.key.clone().unwrap_or_default();
         let outcome = pb::ApplyOutcome::try_from(r.outcome).map_or("?", |o| match o {
@@ -68,22 +76,23 @@ pub async fn apply(remote: &Remote, path: &Path) -> anyhow::Result<ExitCode> {
             pb::ApplyOutcome::Updated => "updated",
             pb::ApplyOutcome::Unchanged | pb::ApplyOutcome::Unspecified => "unchanged",
         });
-        match remote.output {
-            Output::Json => println!(
-                "{}",
-                json!({"kind": key.kind, "tenant": key.tenant, "name": key.name, "outcome": outcome, "generation": r.generation})
-            ),
-            Output::Text => println!(
+        if remote.output.is_text() {
+            println!(
                 "{} {outcome} (generation {})",
                 display_key(&key),
                 r.generation
-            ),
+            );
+        } else {
+            applied.push(json!({"kind": key.kind, "tenant": key.tenant, "name": key.name, "outcome": outcome, "generation": r.generation}));
         }
     }
-    Ok(ExitCode::SUCCESS)
+    if !remote.output.is_text() {
+        remote.output.print_list(applied);
+    }
+    Ok(Exit::Done)
 }
 
-pub async fn get(remote: &Remote, args: ResourceArgs) -> anyhow::Result<ExitCode> {
+pub async fn get(remote: &Remote, args: ResourceArgs) -> anyhow::Result<Exit> {
     let key = key(&args.kind, args.tenant, args.name)?;
     let mut registry = client::registry(remote).await?;
     let resource = registry
@@ -96,8 +105,11 @@ pub async fn get(remote: &Remote, args: ResourceArgs) -> anyhow::Result<ExitCode
         .into_inner()
         .resource
         .unwrap_or_default();
-    print_resources(remote.output, &[resource])?;
-    Ok(ExitCode::SUCCESS)
+    match remote.output {
+        Output::Text => print_yaml(&[resource])?,
+        json => json.print_one(&resource_json(&resource)?),
+    }
+    Ok(Exit::Done)
 }
 
 pub async fn list(
@@ -105,7 +117,7 @@ pub async fn list(
     kind: String,
     tenant: Option<String>,
     linearizable: bool,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Exit> {
     let kind = parse_kind(&kind)?;
     let mut registry = client::registry(remote).await?;
     let mut all = Vec::new();
@@ -129,7 +141,11 @@ pub async fn list(
         page_token = page.next_page_token;
     }
     match remote.output {
-        Output::Json => print_resources(Output::Json, &all)?,
+        Output::Json | Output::Jsonl => remote.output.print_list(
+            all.iter()
+                .map(resource_json)
+                .collect::<anyhow::Result<_>>()?,
+        ),
         Output::Text => {
             for r in &all {
                 let tenant = r
@@ -142,10 +158,10 @@ pub async fn list(
             println!("{} {}(s)", all.len(), kind);
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
-pub async fn delete(remote: &Remote, args: ResourceArgs) -> anyhow::Result<ExitCode> {
+pub async fn delete(remote: &Remote, args: ResourceArgs) -> anyhow::Result<Exit> {
     let key = key(&args.kind, args.tenant, args.name)?;
     let shown = display_key(&key);
     let mut registry = client::registry(remote).await?;
@@ -155,14 +171,13 @@ pub async fn delete(remote: &Remote, args: ResourceArgs) -> anyhow::Result<ExitC
         .map_err(explain)?
         .into_inner();
     match remote.output {
-        Output::Json => println!(
-            "{}",
-            json!({"deleted": answer.deleted, "log_index": answer.log_index})
-        ),
+        Output::Json | Output::Jsonl => remote
+            .output
+            .print_one(&json!({"deleted": answer.deleted, "log_index": answer.log_index})),
         Output::Text if answer.deleted => println!("{shown} deleted"),
         Output::Text => println!("{shown} did not exist"),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 fn parse_kind(text: &str) -> anyhow::Result<Kind> {
@@ -204,29 +219,27 @@ fn to_wire(resource: &gatehouse_registry::Resource) -> anyhow::Result<pb::Resour
     })
 }
 
-/// As JSON lines, or as the YAML documents `apply -f` takes back.
-fn print_resources(output: Output, resources: &[pb::Resource]) -> anyhow::Result<()> {
+/// The resource as the document `apply -f` takes, with its generation beside it.
+fn resource_json(r: &pb::Resource) -> anyhow::Result<serde_json::Value> {
+    let spec: serde_json::Value = serde_json::from_str(&r.spec_json)?;
+    let mut metadata = json!({"name": r.name});
+    if let Some(t) = &r.tenant {
+        metadata["tenant"] = json!(t);
+    }
+    if !r.labels.is_empty() {
+        metadata["labels"] = json!(r.labels);
+    }
+    let document = json!({"apiVersion": gatehouse_registry::resource::API_VERSION, "kind": r.kind,
+                          "metadata": metadata, "spec": spec});
+    Ok(json!({"generation": r.generation, "resource": document}))
+}
+
+/// As the YAML documents `apply -f` takes back.
+fn print_yaml(resources: &[pb::Resource]) -> anyhow::Result<()> {
     for r in resources {
-        let spec: serde_json::Value = serde_json::from_str(&r.spec_json)?;
-        let mut metadata = json!({"name": r.name});
-        if let Some(t) = &r.tenant {
-            metadata["tenant"] = json!(t);
-        }
-        if !r.labels.is_empty() {
-            metadata["labels"] = json!(r.labels);
-        }
-        let document = json!({"apiVersion": gatehouse_registry::resource::API_VERSION, "kind": r.kind,
-                              "metadata": metadata, "spec": spec});
-        match output {
-            Output::Json => println!(
-                "{}",
-                json!({"generation": r.generation, "resource": document})
-            ),
-            Output::Text => {
-                let resource: gatehouse_registry::Resource = serde_json::from_value(document)?;
-                println!("# generation {}\n---\n{}", r.generation, to_yaml(&resource));
-            }
-        }
+        let document = resource_json(r)?["resource"].take();
+        let resource: gatehouse_registry::Resource = serde_json::from_value(document)?;
+        println!("# generation {}\n---\n{}", r.generation, to_yaml(&resource));
     }
     Ok(())
 }

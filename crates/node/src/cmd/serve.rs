@@ -1,12 +1,12 @@
 //! `gatehouse serve`: run a node until SIGINT or SIGTERM.
 
 use crate::config::RawServeConfig;
+use crate::exit::Exit;
 use crate::server;
 use clap::Args;
 use gatehouse_cluster::handover::Handover;
 use gatehouse_gateway::telemetry::Telemetry;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// How long a stopping node waits for its tasks before it exits regardless.
 pub(crate) const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -17,17 +17,26 @@ pub struct ServeArgs {
     /// over both).
     #[arg(long, value_name = "FILE", env = "GATEHOUSE_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The cluster's admin key, for `--join` (or give join-token-file).
+    #[arg(
+        long,
+        env = "GATEHOUSE_TOKEN",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub token: Option<String>,
     #[command(flatten)]
     pub raw: RawServeConfig,
 }
 
-pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
+pub fn run(args: ServeArgs) -> anyhow::Result<Exit> {
+    let token = args.token.clone();
     let file = match &args.config {
         Some(path) => RawServeConfig::from_file(path)?,
         None => RawServeConfig::default(),
     };
     let env = RawServeConfig::from_env(std::env::vars())?;
-    let config = args.raw.over(env.over(file)).validate(token)?;
+    let config = args.raw.over(env.raw.over(file)).validate(token)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -36,6 +45,11 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
         let _runtime = runtime.enter();
         Telemetry::install(config.otlp.as_ref(), config.node_id)?
     };
+    for name in &env.unknown {
+        tracing::warn!(
+            "{name} is in the environment but names no setting of gatehouse serve; ignored"
+        );
+    }
     let served = runtime.block_on(async {
         let data_dir = config.data_dir.clone();
         let node = server::start(config).await?;
@@ -70,7 +84,7 @@ pub fn run(args: ServeArgs, token: Option<String>) -> anyhow::Result<ExitCode> {
     served?;
     // Whatever is still running (a blocking flush, a stuck task) gets the same grace, no more.
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// Logs to stderr, `RUST_LOG` over a default that keeps openraft's chatter out; no spans are

@@ -1,10 +1,10 @@
-use super::client::Remote;
+use super::client::{Remote, RemoteArgs};
+use crate::exit::Exit;
 use crate::files;
 use clap::{Args, Subcommand};
 use gatehouse_registry::Resource;
 use gatehouse_registry::cascade::{self, Candidate, Query};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
 pub enum SkillsCommand {
@@ -17,17 +17,23 @@ pub struct ResolveArgs {
     /// Resolve from files, without a cluster.
     #[arg(long, requires = "path")]
     pub offline: bool,
+    /// With --offline: a YAML file, or a directory of .yaml/.yml files, holding the skills.
     #[arg(short = 'f', long = "file", value_name = "PATH")]
     pub path: Option<PathBuf>,
+    /// The tenant the call is made for.
     #[arg(long)]
     pub tenant: String,
+    /// The namespaced tool, `upstream.tool`.
     #[arg(long)]
     pub tool: String,
+    /// The end user the call is made for, if any.
     #[arg(long)]
     pub user: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
-pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
+pub fn resolve(args: &ResolveArgs) -> anyhow::Result<Exit> {
     let Some(path) = args.path.as_deref() else {
         anyhow::bail!("--offline needs -f PATH");
     };
@@ -37,7 +43,7 @@ pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{problem}");
         }
         eprintln!("{} problem(s): fix them to resolve", parsed.problems.len());
-        return Ok(ExitCode::FAILURE);
+        return Ok(Exit::Failed);
     }
     let query = Query {
         tenant: args.tenant.clone(),
@@ -53,11 +59,11 @@ pub fn resolve(args: &ResolveArgs) -> anyhow::Result<ExitCode> {
     });
     let resolution = cascade::resolve(skills, &query);
     println!("{}", serde_json::to_string_pretty(&resolution)?);
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// Resolves against the cluster: the node's own copy of the registry, with the trace.
-pub async fn resolve_remote(remote: &Remote, args: ResolveArgs) -> anyhow::Result<ExitCode> {
+pub async fn resolve_remote(remote: &Remote, args: ResolveArgs) -> anyhow::Result<Exit> {
     use gatehouse_proto::v1 as pb;
     let mut registry = super::client::registry(remote).await?;
     let answer = registry
@@ -91,5 +97,5 @@ pub async fn resolve_remote(remote: &Remote, args: ResolveArgs) -> anyhow::Resul
         .collect();
     let out = serde_json::json!({"resolved_context": answer.resolved_context, "trace": trace, "applied_index": answer.applied_index});
     println!("{}", serde_json::to_string_pretty(&out)?);
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }

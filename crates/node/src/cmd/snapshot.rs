@@ -2,7 +2,8 @@
 //! file written atomically. `gatehouse snapshot restore FILE`: a new cluster's first data
 //! directory made from a backup, offline.
 
-use super::client::{self, Remote, explain};
+use super::client::{self, Remote, RemoteArgs, explain};
+use crate::exit::Exit;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use gatehouse_cluster::backup::{self, FORMAT, Header};
@@ -11,7 +12,6 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::snapshot_service_client::SnapshotServiceClient;
 use gatehouse_registry::Registry;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// How often a long save reports how far it got.
@@ -23,13 +23,19 @@ const PLACEHOLDER_ADDR: &str = "0.0.0.0:0";
 #[derive(Debug, Subcommand)]
 pub enum SnapshotCommand {
     /// Save a consistent copy of the cluster's state to FILE (needs the admin role).
-    Save { file: PathBuf },
+    Save {
+        /// Where to write the backup (written whole, then renamed into place).
+        file: PathBuf,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Make DIR the data directory of a new one-node cluster holding FILE's state (offline).
     Restore(RestoreArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
+    /// A backup `snapshot save` wrote.
     pub file: PathBuf,
     /// A new data directory: it must not exist or be empty.
     #[arg(long)]
@@ -39,7 +45,7 @@ pub struct RestoreArgs {
     pub node_id: u64,
 }
 
-pub async fn save(remote: &Remote, file: &Path) -> anyhow::Result<ExitCode> {
+pub async fn save(remote: &Remote, file: &Path) -> anyhow::Result<Exit> {
     let (channel, bearer) = client::connect(remote).await?;
     let mut snapshots = SnapshotServiceClient::with_interceptor(channel, bearer);
     let mut stream = snapshots
@@ -82,7 +88,7 @@ pub async fn save(remote: &Remote, file: &Path) -> anyhow::Result<ExitCode> {
         header.source_node,
         bytes.len()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// Reports bytes received on stderr about once a second, and once at the end.
@@ -108,7 +114,7 @@ impl Progress {
     }
 }
 
-pub fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
+pub fn restore(args: &RestoreArgs) -> anyhow::Result<Exit> {
     refuse_used_dir(&args.data_dir)?;
     let file =
         std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
@@ -133,7 +139,7 @@ pub fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .context("writing the restored state")?;
-        Ok(ExitCode::SUCCESS)
+        Ok(Exit::Done)
     });
     restored?;
     files.write_restore_marker(&RestoreMarker {
@@ -159,7 +165,7 @@ pub fn restore(args: &RestoreArgs) -> anyhow::Result<ExitCode> {
         args.node_id
     );
     println!("the old cluster's API keys (its admin key too) work on the new one");
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Done)
 }
 
 /// A restore writes a whole new data directory: anything already there could be another node's.

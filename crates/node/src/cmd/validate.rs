@@ -1,12 +1,12 @@
 use super::Output;
+use crate::exit::Exit;
 use crate::files;
 use std::path::Path;
-use std::process::ExitCode;
 
-pub fn run(path: &Path, output: Output) -> anyhow::Result<ExitCode> {
+pub fn run(path: &Path, output: Output) -> anyhow::Result<Exit> {
     let parsed = files::load(path)?;
     match output {
-        Output::Json => {
+        Output::Json | Output::Jsonl => {
             let problems: Vec<_> = parsed
                 .problems
                 .iter()
@@ -34,8 +34,8 @@ pub fn run(path: &Path, output: Output) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if parsed.problems.is_empty() {
-        ExitCode::SUCCESS
+        Exit::Done
     } else {
-        ExitCode::FAILURE
+        Exit::Failed
     })
 }

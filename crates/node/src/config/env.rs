@@ -28,16 +28,25 @@ const FILE_ONLY: [(&str, &str); 2] = [
     ),
 ];
 
+/// What the environment gives a node: its settings, and the `GATEHOUSE_*` variables that name
+/// none (a wrapper script's own, a typo), which the node warns about and leaves alone.
+#[derive(Debug, Default)]
+pub struct EnvSettings {
+    pub raw: RawServeConfig,
+    pub unknown: Vec<String>,
+}
+
 impl RawServeConfig {
     /// The settings `vars` (the process environment, in production) give: every `GATEHOUSE_*`
-    /// variable but [`NOT_SERVER_SETTINGS`]. A variable that names no setting, or whose value does
-    /// not fit it, is a problem; all of them are reported at once. JWT issuers and credentials
-    /// come from the file only.
+    /// variable but [`NOT_SERVER_SETTINGS`]. A variable whose value does not fit its setting is
+    /// a problem, and all of them are reported at once; a variable that names no setting is
+    /// only listed in `unknown`. JWT issuers and credentials come from the file only.
     pub fn from_env(
         vars: impl IntoIterator<Item = (String, String)>,
-    ) -> Result<RawServeConfig, ConfigErrors> {
+    ) -> Result<EnvSettings, ConfigErrors> {
         let mut table = toml::Table::new();
         let mut problems = Vec::new();
+        let mut unknown = Vec::new();
         let mut vars: Vec<(String, String)> = vars
             .into_iter()
             .filter(|(name, _)| {
@@ -57,21 +66,31 @@ impl RawServeConfig {
                 Ok(value) => {
                     table.insert(key, value);
                 }
-                Err(why) => problems.push(format!("{name}={value:?}: {why}")),
+                Err(Misfit::NoSetting) => unknown.push(name),
+                Err(Misfit::Value(why)) => problems.push(format!("{name}={value:?}: {why}")),
             }
         }
         if !problems.is_empty() {
             return Err(ConfigErrors(problems));
         }
-        table
+        let raw = table
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigErrors(vec![format!("environment: {e}")]))
+            .map_err(|e: toml::de::Error| ConfigErrors(vec![format!("environment: {e}")]))?;
+        Ok(EnvSettings { raw, unknown })
     }
 }
 
+/// Why a variable gives no setting.
+enum Misfit {
+    /// Its name is no setting's.
+    NoSetting,
+    /// Its value does not fit the setting it names.
+    Value(String),
+}
+
 /// One variable's value as the setting `key` takes it: a list, a number or a flag where the
-/// setting is one, else text. A key that is no setting is refused by name.
-fn env_value(key: &str, value: &str) -> Result<toml::Value, String> {
+/// setting is one, else text.
+fn env_value(key: &str, value: &str) -> Result<toml::Value, Misfit> {
     let candidates = if LIST_SETTINGS.contains(&key) {
         let items = value
             .split(',')
@@ -97,8 +116,10 @@ fn env_value(key: &str, value: &str) -> Result<toml::Value, String> {
         one.insert(key.to_owned(), candidate.clone());
         match one.try_into::<RawServeConfig>() {
             Ok(_) => return Ok(candidate),
+            // The raw config denies unknown fields: that error names a key that is no setting.
+            Err(e) if e.message().starts_with("unknown field") => return Err(Misfit::NoSetting),
             Err(e) => last = e.message().to_owned(),
         }
     }
-    Err(last)
+    Err(Misfit::Value(last))
 }

@@ -19,7 +19,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use env::NOT_SERVER_SETTINGS;
+pub use env::{EnvSettings, NOT_SERVER_SETTINGS};
 pub use otlp::DEFAULT_OTLP_SERVICE_NAME;
 pub use problems::ConfigErrors;
 pub use raw::RawServeConfig;

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test file uses what it needs
 
+pub mod browser;
 pub mod pki;
 
 use std::io::{BufRead, BufReader};

@@ -42,18 +42,35 @@ fn a_numeric_looking_text_setting_stays_text() {
 }
 
 #[test]
-fn unknown_and_misfit_variables_are_all_reported() {
+fn an_unknown_variable_is_named_and_left_alone() {
+    let vars = [
+        ("GATEHOUSE_HEARTBEET_MS", "50"),
+        ("GATEHOUSE_BIN", "/usr/local/bin/gatehouse"),
+        ("GATEHOUSE_NODE_ID", "3"),
+    ];
+    let settings =
+        RawServeConfig::from_env(vars.map(|(k, v)| (k.to_owned(), v.to_owned()))).unwrap();
+    assert_eq!(settings.raw.node_id, Some(3));
+    assert_eq!(
+        settings.unknown,
+        ["GATEHOUSE_BIN", "GATEHOUSE_HEARTBEET_MS"]
+    );
+}
+
+#[test]
+fn misfit_variables_are_all_reported() {
     let ConfigErrors(problems) = env(&[
         ("GATEHOUSE_HEARTBEET_MS", "50"),
         ("GATEHOUSE_NODE_ID", "three"),
         ("GATEHOUSE_JWT", "x"),
+        ("GATEHOUSE_HEARTBEAT_MS", "fast"),
     ])
     .unwrap_err();
     assert_eq!(problems.len(), 3, "{problems:?}");
     assert!(
         problems
             .iter()
-            .any(|p| p.starts_with("GATEHOUSE_HEARTBEET_MS")),
+            .any(|p| p.starts_with("GATEHOUSE_HEARTBEAT_MS")),
         "{problems:?}"
     );
     assert!(

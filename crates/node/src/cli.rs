@@ -3,10 +3,10 @@
 //! (`client::RemoteArgs`), commands that print data take `-o` (`cmd::OutputArgs`); the node's
 //! own commands (`serve`, `dev`) take neither.
 
-use crate::cmd::client::{Remote, RemoteArgs};
-use crate::cmd::{self, Output, OutputArgs};
+use crate::cmd::client::{Before, Remote, RemoteArgs};
+use crate::cmd::{self, OutputArgs};
 use crate::exit::{Exit, Usage};
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -22,26 +22,6 @@ pub struct Cli {
     pub before: Before,
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// The client flags given before the command (`gatehouse --addr HOST:PORT list tools`), as
-/// scripts written for earlier versions give them. They mean the same as after the command and
-/// are refused for a command that takes none.
-#[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Client options (also accepted after the command)")]
-pub struct Before {
-    /// Any node's gRPC address (see the command's own --addr).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub addr: Option<String>,
-    /// PEM file of the CA that signed the node's certificate.
-    #[arg(long, value_name = "PEM")]
-    pub ca: Option<PathBuf>,
-    /// An API key.
-    #[arg(long, value_name = "KEY")]
-    pub token: Option<String>,
-    /// Output format for commands that print data.
-    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
-    pub output: Option<Output>,
 }
 
 // Parsed once at start: the size of the serve flags costs nothing.
@@ -145,8 +125,16 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
     };
     let output = |out: OutputArgs| out.output.or(before.output).unwrap_or_default();
     match cli.command {
-        Command::Serve(args) => {
-            refuse_client_flags("serve", &before)?;
+        Command::Serve(mut args) => {
+            // `gatehouse --token KEY serve --join ...` is how a joining node was given its key.
+            args.token = before.token.clone().or(args.token);
+            refuse_client_flags(
+                "serve",
+                &Before {
+                    token: None,
+                    ..before
+                },
+            )?;
             cmd::serve::run(args)
         }
         Command::Dev(args) => {
@@ -188,25 +176,18 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                     let r = remote(args.remote.clone(), Some(args.out));
                     cmd::remote(cmd::resources::delete(&r, args))
                 }
-                Command::Validate { path, out } => {
-                    no_connection("validate", &before)?;
-                    cmd::validate::run(&path, output(out))
-                }
+                Command::Validate { path, out } => cmd::validate::run(&path, output(out)),
                 Command::Skills {
                     command: cmd::skills::SkillsCommand::Resolve(args),
                 } => {
                     if args.offline {
-                        no_connection("skills resolve --offline", &before)?;
                         cmd::skills::resolve(&args)
                     } else {
                         let r = remote(args.remote.clone(), None);
                         cmd::remote(cmd::skills::resolve_remote(&r, args))
                     }
                 }
-                Command::Keygen { out } => {
-                    no_connection("keygen", &before)?;
-                    cmd::keygen::run(output(out))
-                }
+                Command::Keygen { out } => cmd::keygen::run(output(out)),
                 Command::Call(args) => {
                     let r = remote(args.remote.clone(), Some(args.out));
                     cmd::remote(cmd::call::run(&r, args))
@@ -224,50 +205,32 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
                             tenant,
                             output,
                         },
-                } => {
-                    no_connection("import", &before)?;
-                    cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref())
-                }
-                Command::Audit { out, command } => {
-                    no_connection("audit", &before)?;
-                    cmd::audit::run(command, output(out))
-                }
+                } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
+                Command::Audit { out, command } => cmd::audit::run(command, output(out)),
                 Command::Snapshot {
                     command: cmd::snapshot::SnapshotCommand::Save { file, remote: args },
                 } => cmd::remote(cmd::snapshot::save(&remote(args, None), &file)),
                 Command::Snapshot {
                     command: cmd::snapshot::SnapshotCommand::Restore(args),
-                } => {
-                    no_connection("snapshot restore", &before)?;
-                    cmd::snapshot::restore(&args)
-                }
+                } => cmd::snapshot::restore(&args),
             }
         }
     }
 }
 
-/// `serve` and `dev` are nodes, not clients: a client flag before them is a mistake to say.
+/// `serve` and `dev` are nodes, not clients: a client flag before them would silently mean
+/// nothing, so it is a mistake to say. (An offline command before which a wrapper script
+/// always puts `--addr` and `--token` just does not use them.)
 fn refuse_client_flags(command: &str, before: &Before) -> anyhow::Result<()> {
-    no_connection(command, before)?;
-    if before.output.is_some() {
-        return Err(Usage(format!(
-            "-o is for commands that print data; `{command}` takes none"
-        ))
-        .into());
-    }
-    Ok(())
-}
-
-/// A command that works offline takes no connection flag.
-fn no_connection(command: &str, before: &Before) -> anyhow::Result<()> {
     let given = [
         ("--addr", before.addr.is_some()),
         ("--ca", before.ca.is_some()),
         ("--token", before.token.is_some()),
+        ("-o", before.output.is_some()),
     ];
     match given.iter().find(|(_, given)| *given) {
         Some((flag, _)) => Err(Usage(format!(
-            "{flag} is for commands that talk to a node; `{command}` does not"
+            "{flag} is for the commands that talk to a node or print data; `{command}` is a node"
         ))
         .into()),
         None => Ok(()),
@@ -277,6 +240,7 @@ fn no_connection(command: &str, before: &Before) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::Output;
     use clap::CommandFactory;
 
     /// Every flag and argument of every command, with the path of commands that leads to it.

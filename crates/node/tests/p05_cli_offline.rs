@@ -209,7 +209,7 @@ fn usage_mistakes_and_unreachable_nodes_have_their_own_exit_codes() {
     assert_eq!(bad_wait.status.code(), Some(2));
     let typo = gatehouse(&["lsit", "tools"]);
     assert_eq!(typo.status.code(), Some(2));
-    let node_flag = gatehouse(&["--addr", "127.0.0.1:1", "keygen"]);
+    let node_flag = gatehouse(&["--addr", "127.0.0.1:1", "dev"]);
     assert_eq!(node_flag.status.code(), Some(2));
     let unreachable = gatehouse(&["list", "tools", "--addr", "127.0.0.1:1", "--token", "k"]);
     assert_eq!(unreachable.status.code(), Some(4));

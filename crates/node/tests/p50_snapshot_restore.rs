@@ -36,7 +36,7 @@ fn everything(node: &Node, token: &str) -> Vec<Value> {
             let listed = ok(cli(
                 &node.grpc,
                 token,
-                &["-o", "json", "list", kind, "--linearizable"],
+                &["-o", "jsonl", "list", kind, "--linearizable"],
             ));
             // One resource per line.
             let lines: Vec<Value> = listed
@@ -166,7 +166,9 @@ fn a_backup_restores_into_a_new_cluster_with_everything_and_a_pending_call_still
         "--args",
         r#"{"from":"alice","to":"bob","amount":25}"#,
     ];
-    let proposed = ok(cli(&second.grpc, AGENT_KEY, &transfer));
+    let proposed = cli(&second.grpc, AGENT_KEY, &transfer);
+    assert_eq!(proposed.status.code(), Some(5), "a pending call exits 5");
+    let proposed = common::stdout(&proposed);
     assert!(proposed.contains("pending"), "{proposed}");
     let pending = call_id(&proposed);
 

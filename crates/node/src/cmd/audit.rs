@@ -2,7 +2,7 @@
 
 use super::Output;
 use crate::config::RawServeConfig;
-use crate::exit::Exit;
+use crate::exit::{Exit, Usage};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use gatehouse_audit::Record;
@@ -46,11 +46,17 @@ impl LogArgs {
                 .data_dir
                 .with_context(|| format!("{} has no data-dir", file.display()))?,
             (None, None) => {
-                anyhow::bail!("give the node's data directory (--data-dir) or its --config file")
+                return Err(Usage(
+                    "give the node's data directory (--data-dir) or its --config file".into(),
+                )
+                .into());
             }
         };
+        // The directory came from the command line: one without a log is a usage mistake.
         let dir = data_dir.join(AUDIT_DIR);
-        anyhow::ensure!(dir.is_dir(), "no audit log in {}", data_dir.display());
+        if !dir.is_dir() {
+            return Err(Usage(format!("no audit log in {}", data_dir.display())).into());
+        }
         Ok(dir)
     }
 }

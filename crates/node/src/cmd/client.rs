@@ -1,7 +1,6 @@
 //! The command line's connection to a node: one channel, every request with the bearer key.
 
 use super::{Output, OutputArgs};
-use crate::cli::Before;
 use crate::exit::Refusal;
 use anyhow::Context;
 use clap::Args;
@@ -15,8 +14,29 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 
-/// The flags of a command that talks to a node. Given before the command
-/// (`crate::cli::Before`) they mean the same.
+/// The client flags given before the command (`gatehouse --addr HOST:PORT list tools`), as
+/// scripts written for earlier versions give them. They mean the same as after the command;
+/// `serve` and `dev` refuse them (but for `--token` before `serve`, its join key), and offline
+/// commands do not use them.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Client options (also accepted after the command)")]
+pub struct Before {
+    /// Any node's gRPC address (see the command's own --addr).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+    /// PEM file of the CA that signed the node's certificate.
+    #[arg(long, value_name = "PEM")]
+    pub ca: Option<PathBuf>,
+    /// An API key.
+    #[arg(long, value_name = "KEY")]
+    pub token: Option<String>,
+    /// Output format for commands that print data.
+    #[arg(short = 'o', long, value_enum, value_name = "FORMAT")]
+    pub output: Option<Output>,
+}
+
+/// The flags of a command that talks to a node. Given before the command ([`Before`]) they
+/// mean the same.
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Connection")]
 pub struct RemoteArgs {

@@ -25,7 +25,8 @@ pub struct DevArgs {
     /// Where the dev cluster keeps its log, state, audit and credentials.
     #[arg(long, default_value = "gatehouse-dev")]
     pub data_dir: PathBuf,
-    /// HTTP address: MCP at /mcp, health, readiness.
+    /// HTTP address: MCP at /mcp, A2A at /a2a, the approvals console at /console, health,
+    /// readiness and metrics.
     #[arg(long, default_value = "127.0.0.1:7400")]
     pub http: String,
     /// gRPC address: approvals, registry, cluster.

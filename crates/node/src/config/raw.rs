@@ -19,7 +19,8 @@ pub struct RawServeConfig {
     /// gRPC listen address (port 0: pick one on first start, and keep it after).
     #[arg(long)]
     pub grpc: Option<String>,
-    /// HTTP listen address: health, readiness, and the MCP front at `/mcp`.
+    /// HTTP listen address: health and readiness, metrics, the MCP front at `/mcp`, A2A (`/a2a`
+    /// and the Agent Card), and the approvals console (`/console`) with its API (`/api/v1`).
     #[arg(long)]
     pub http: Option<String>,
     /// Create a one-node cluster and write an admin API key to DATA_DIR/admin.key.

@@ -124,97 +124,93 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Remote::new(args, out.unwrap_or_default(), &before)
     };
     let output = |out: OutputArgs| out.output.or(before.output).unwrap_or_default();
+    // A command that prints ends quietly when its reader goes away (`| head`); a node never
+    // dies of a peer closing a socket.
+    if !matches!(cli.command, Command::Serve(_) | Command::Dev(_)) {
+        sigpipe::reset();
+    }
     match cli.command {
         Command::Serve(mut args) => {
             // `gatehouse --token KEY serve --join ...` is how a joining node was given its key.
             args.token = before.token.clone().or(args.token);
-            refuse_client_flags(
-                "serve",
-                &Before {
-                    token: None,
-                    ..before
-                },
-            )?;
+            let others = Before {
+                token: None,
+                ..before.clone()
+            };
+            refuse_client_flags("serve", &others)?;
             cmd::serve::run(args)
         }
         Command::Dev(args) => {
             refuse_client_flags("dev", &before)?;
             cmd::dev::run(args)
         }
-        command => {
-            // A command that prints ends quietly when its reader goes away (`| head`).
-            sigpipe::reset();
-            match command {
-                Command::Serve(_) | Command::Dev(_) => unreachable!("handled above"),
-                Command::Cluster {
-                    remote: args,
-                    out,
-                    command,
-                } => cmd::remote(cmd::cluster::run(&remote(args, Some(out)), command)),
-                Command::Apply {
-                    path,
-                    remote: args,
-                    out,
-                } => cmd::remote(cmd::resources::apply(&remote(args, Some(out)), &path)),
-                Command::Get(args) => {
-                    let r = remote(args.remote.clone(), Some(args.out));
-                    cmd::remote(cmd::resources::get(&r, args))
-                }
-                Command::List {
-                    kind,
-                    tenant,
-                    linearizable,
-                    remote: args,
-                    out,
-                } => cmd::remote(cmd::resources::list(
-                    &remote(args, Some(out)),
-                    kind,
-                    tenant,
-                    linearizable,
-                )),
-                Command::Delete(args) => {
-                    let r = remote(args.remote.clone(), Some(args.out));
-                    cmd::remote(cmd::resources::delete(&r, args))
-                }
-                Command::Validate { path, out } => cmd::validate::run(&path, output(out)),
-                Command::Skills {
-                    command: cmd::skills::SkillsCommand::Resolve(args),
-                } => {
-                    if args.offline {
-                        cmd::skills::resolve(&args)
-                    } else {
-                        let r = remote(args.remote.clone(), None);
-                        cmd::remote(cmd::skills::resolve_remote(&r, args))
-                    }
-                }
-                Command::Keygen { out } => cmd::keygen::run(output(out)),
-                Command::Call(args) => {
-                    let r = remote(args.remote.clone(), Some(args.out));
-                    cmd::remote(cmd::call::run(&r, args))
-                }
-                Command::Approvals {
-                    remote: args,
-                    out,
-                    command,
-                } => cmd::remote(cmd::approvals::run(&remote(args, Some(out)), command)),
-                Command::Import {
-                    command:
-                        cmd::import::ImportCommand::Openapi {
-                            file,
-                            upstream,
-                            tenant,
-                            output,
-                        },
-                } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
-                Command::Audit { out, command } => cmd::audit::run(command, output(out)),
-                Command::Snapshot {
-                    command: cmd::snapshot::SnapshotCommand::Save { file, remote: args },
-                } => cmd::remote(cmd::snapshot::save(&remote(args, None), &file)),
-                Command::Snapshot {
-                    command: cmd::snapshot::SnapshotCommand::Restore(args),
-                } => cmd::snapshot::restore(&args),
+        Command::Cluster {
+            remote: args,
+            out,
+            command,
+        } => cmd::remote(cmd::cluster::run(&remote(args, Some(out)), command)),
+        Command::Apply {
+            path,
+            remote: args,
+            out,
+        } => cmd::remote(cmd::resources::apply(&remote(args, Some(out)), &path)),
+        Command::Get(args) => {
+            let r = remote(args.remote.clone(), Some(args.out));
+            cmd::remote(cmd::resources::get(&r, args))
+        }
+        Command::List {
+            kind,
+            tenant,
+            linearizable,
+            remote: args,
+            out,
+        } => cmd::remote(cmd::resources::list(
+            &remote(args, Some(out)),
+            kind,
+            tenant,
+            linearizable,
+        )),
+        Command::Delete(args) => {
+            let r = remote(args.remote.clone(), Some(args.out));
+            cmd::remote(cmd::resources::delete(&r, args))
+        }
+        Command::Validate { path, out } => cmd::validate::run(&path, output(out)),
+        Command::Skills {
+            command: cmd::skills::SkillsCommand::Resolve(args),
+        } => {
+            if args.offline {
+                cmd::skills::resolve(&args)
+            } else {
+                let r = remote(args.remote.clone(), None);
+                cmd::remote(cmd::skills::resolve_remote(&r, args))
             }
         }
+        Command::Keygen { out } => cmd::keygen::run(output(out)),
+        Command::Call(args) => {
+            let r = remote(args.remote.clone(), Some(args.out));
+            cmd::remote(cmd::call::run(&r, args))
+        }
+        Command::Approvals {
+            remote: args,
+            out,
+            command,
+        } => cmd::remote(cmd::approvals::run(&remote(args, Some(out)), command)),
+        Command::Import {
+            command:
+                cmd::import::ImportCommand::Openapi {
+                    file,
+                    upstream,
+                    tenant,
+                    output,
+                },
+        } => cmd::import::openapi(&file, &upstream, tenant.as_deref(), output.as_deref()),
+        Command::Audit { out, command } => cmd::audit::run(command, output(out)),
+        Command::Snapshot {
+            command: cmd::snapshot::SnapshotCommand::Save { file, remote: args },
+        } => cmd::remote(cmd::snapshot::save(&remote(args, None), &file)),
+        Command::Snapshot {
+            command: cmd::snapshot::SnapshotCommand::Restore(args),
+        } => cmd::snapshot::restore(&args),
     }
 }
 

@@ -53,27 +53,20 @@ async fn verify_passes_then_finds_one_changed_byte_and_names_its_seq() {
         .collect();
     assert_eq!(seqs, [4, 5]);
     // `-o jsonl` is `--json`; `-o json` is one document, an array.
-    let jsonl = gatehouse(&[
-        "audit",
-        "tail",
-        "--data-dir",
-        data_dir,
-        "-n",
-        "2",
-        "-o",
-        "jsonl",
-    ]);
-    assert_eq!(stdout(&jsonl), stdout(&out));
-    let json = gatehouse(&[
-        "audit",
-        "tail",
-        "--data-dir",
-        data_dir,
-        "-n",
-        "2",
-        "-o",
-        "json",
-    ]);
+    let tail_as = |format: &str| {
+        gatehouse(&[
+            "audit",
+            "tail",
+            "--data-dir",
+            data_dir,
+            "-n",
+            "2",
+            "-o",
+            format,
+        ])
+    };
+    assert_eq!(stdout(&tail_as("jsonl")), stdout(&out));
+    let json = tail_as("json");
     assert_eq!(stdout(&json).lines().count(), 1, "{}", stdout(&json));
     let array: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     let seqs: Vec<_> = array

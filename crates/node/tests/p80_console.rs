@@ -253,17 +253,19 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
     );
     screenshot(&carol_page, "console-refusal.png");
 
-    // The API without a token, and with one that reviews nothing here.
-    let api = |key: Option<&str>| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+    // The API without a token, with one that reviews nothing here, and with an approver's.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let api = |key: Option<&str>, path: &str, body: Option<Value>| {
         runtime.block_on(async {
-            let mut request = reqwest::Client::new().get(format!(
-                "http://{}/api/v1/tenants/acme/calls",
-                nodes[1].http
-            ));
+            let url = format!("http://{}/api/v1/{path}", nodes[1].http);
+            let http = reqwest::Client::new();
+            let mut request = match &body {
+                Some(body) => http.post(url).json(body),
+                None => http.get(url),
+            };
             if let Some(key) = key {
                 request = request.bearer_auth(key);
             }
@@ -272,20 +274,53 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
             (status, answer.json::<Value>().await.unwrap())
         })
     };
-    let (status, body) = api(None);
+    let list = "tenants/acme/calls";
+    let (status, body) = api(None, list, None);
     assert_eq!(
         (status, body["error"]["code"].as_str()),
         (401, Some("UNAUTHENTICATED"))
     );
-    let (status, body) = api(Some(&agent));
+    let (status, body) = api(Some(&agent), list, None);
     assert_eq!(status, 403, "{body}");
-    let (status, body) = api(Some(&bob));
+    let (status, body) = api(Some(&bob), list, None);
     assert_eq!(status, 200, "{body}");
-    assert!(
-        body["calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["call_id"] == own)
+    let listed = body["calls"].as_array().unwrap();
+    assert!(listed.iter().any(|c| c["call_id"] == own), "{body}");
+    let hash = listed.iter().find(|c| c["call_id"] == own).unwrap()["args_sha256"].clone();
+
+    // The agent cannot approve over HTTP either; a body with a field the API does not take is
+    // refused, not half-read; an approval naming other arguments is refused; none of it moved
+    // the call.
+    let approve = format!("calls/{own}/approve");
+    let (status, body) = api(
+        Some(&agent),
+        &approve,
+        Some(json!({"args_sha256": hash, "reason": "me"})),
     );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("PERMISSION_DENIED"))
+    );
+    let (status, body) = api(
+        Some(&bob),
+        &approve,
+        Some(json!({"args_sha256": hash, "reason": "ok", "approver": "alice"})),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("INVALID_ARGUMENT"))
+    );
+    let (status, body) = api(
+        Some(&bob),
+        &approve,
+        Some(json!({"args_sha256": "00".repeat(32), "reason": "ok"})),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("FAILED_PRECONDITION")),
+        "{body}"
+    );
+    let (_, record) = api(Some(&bob), &format!("calls/{own}"), None);
+    assert_eq!(record["call"]["state"], "pending", "{record}");
+    assert_eq!(record["call"]["approvals"], json!([]), "{record}");
 }

@@ -38,7 +38,7 @@ pub fn action_json(a: &pb::ApprovalAction) -> Value {
 }
 
 /// Text that holds JSON as that JSON; anything else as a string.
-fn embedded(text: &str) -> Value {
+pub fn embedded(text: &str) -> Value {
     serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 

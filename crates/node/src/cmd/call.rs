@@ -7,6 +7,7 @@ use super::{OutputArgs, when};
 use crate::exit::Exit;
 use crate::exit::Usage;
 use clap::Args;
+use gatehouse_fronts::services::json::{embedded, mode_name, state_name};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
 use std::time::Duration;
@@ -132,28 +133,6 @@ fn finished(state: i32) -> bool {
     )
 }
 
-fn state_name(state: i32) -> String {
-    pb::CallState::try_from(state).map_or_else(
-        |_| format!("state {state}"),
-        |s| {
-            s.as_str_name()
-                .trim_start_matches("CALL_STATE_")
-                .to_lowercase()
-        },
-    )
-}
-
-fn mode_name(mode: i32) -> String {
-    pb::ApprovalMode::try_from(mode).map_or_else(
-        |_| format!("mode {mode}"),
-        |m| {
-            m.as_str_name()
-                .trim_start_matches("APPROVAL_MODE_")
-                .to_lowercase()
-        },
-    )
-}
-
 fn print_outcome(envelope: &pb::CallEnvelope) {
     if let Some(result) = &envelope.result_json {
         println!("{result}");
@@ -171,9 +150,7 @@ fn print_outcome(envelope: &pb::CallEnvelope) {
 
 /// The envelope as JSON; a result that is JSON is embedded as JSON, not as a string.
 fn envelope_json(envelope: &pb::CallEnvelope) -> serde_json::Value {
-    let result = envelope.result_json.as_deref().map(|r| {
-        serde_json::from_str::<serde_json::Value>(r).unwrap_or_else(|_| r.to_owned().into())
-    });
+    let result = envelope.result_json.as_deref().map(embedded);
     serde_json::json!({
         "call_id": envelope.call_id,
         "state": state_name(envelope.state),

@@ -3,7 +3,7 @@
 use super::Output;
 use super::client::Remote;
 use super::client::{self, explain};
-use crate::exit::Exit;
+use crate::exit::{Exit, Usage};
 use clap::Subcommand;
 use gatehouse_proto::v1 as pb;
 use serde_json::json;
@@ -52,27 +52,22 @@ pub enum ClusterCommand {
 pub async fn run(remote: &Remote, command: ClusterCommand) -> anyhow::Result<Exit> {
     let mut cluster = client::cluster(remote).await?;
     let (log_index, voters, learners) = match command {
-        ClusterCommand::Status => {
+        ClusterCommand::Status | ClusterCommand::Placement => {
             let status = cluster
                 .status(pb::ClusterStatusRequest {})
                 .await
                 .map_err(explain)?
                 .into_inner();
-            print_status(remote.output, &status);
-            return Ok(Exit::Done);
-        }
-        ClusterCommand::Placement => {
-            let status = cluster
-                .status(pb::ClusterStatusRequest {})
-                .await
-                .map_err(explain)?
-                .into_inner();
-            print_placement(remote.output, &status);
+            if matches!(command, ClusterCommand::Placement) {
+                print_placement(remote.output, &status);
+            } else {
+                print_status(remote.output, &status);
+            }
             return Ok(Exit::Done);
         }
         ClusterCommand::WaitCaughtUp { node_id, timeout } => {
             if !(timeout.is_finite() && timeout > 0.0) {
-                anyhow::bail!("--timeout takes a number of seconds above 0");
+                return Err(Usage("--timeout takes a number of seconds above 0".into()).into());
             }
             return wait_caught_up(&mut cluster, node_id, Duration::from_secs_f64(timeout)).await;
         }

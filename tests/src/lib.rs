@@ -112,6 +112,7 @@ impl NodeOptions {
             tls: None,
             grants: self.grants.clone(),
             metrics: self.metrics.clone(),
+            notify: Default::default(),
             filter,
         }
     }

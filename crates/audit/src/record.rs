@@ -47,6 +47,8 @@ pub enum Kind {
     AdminChange,
     /// A principal widened its own tool list (`gatehouse.load_toolset`).
     ToolsetLoad,
+    /// A webhook was sent a notice of a call (`target` is the webhook, `decision` the event).
+    Notification,
 }
 
 /// One line of the log. Serialized, its fields come in this order, `None` as `null`, and

@@ -12,5 +12,5 @@ pub mod http;
 pub mod jsonrpc_error;
 pub mod mcp;
 pub mod services;
-pub mod time;
+pub use gatehouse_registry::time;
 pub mod unauthenticated;

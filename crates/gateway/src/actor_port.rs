@@ -50,6 +50,8 @@ fn home_decision(command: &Command) -> Option<(&CallId, &'static str)> {
         | Command::AdmitNode { .. }
         | Command::LoadToolset { .. }
         | Command::Batch { .. } => None,
+        // The notifier audits each delivery attempt itself, before it marks the notices.
+        Command::Notified { .. } => None,
     }
 }
 

@@ -12,5 +12,6 @@ pub mod discovery;
 pub mod error;
 pub mod executor;
 pub mod metrics;
+pub mod notify;
 pub mod pipeline;
 pub mod telemetry;

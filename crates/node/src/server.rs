@@ -19,6 +19,7 @@ use gatehouse_gateway::actor_port::AuditedPort;
 use gatehouse_gateway::auth::Authenticator;
 use gatehouse_gateway::executor::NodeExecutor;
 use gatehouse_gateway::metrics::{Metrics, NodeSources};
+use gatehouse_gateway::notify::Notifier;
 use gatehouse_gateway::pipeline::Audited;
 use gatehouse_gateway::pipeline::Pipeline;
 use gatehouse_proto::v1 as pb;
@@ -246,6 +247,23 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let (stop, stopped) = watch::channel(false);
     let mcp_stop = CancellationToken::new();
     let feed = CallFeed::start(call_events, cluster.registry.clone(), stopped.clone());
+    let console = config.a2a.public_url.clone().unwrap_or_else(|| {
+        let scheme = if config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", identity.http)
+    });
+    let notifier = Notifier::new(
+        cluster.clone(),
+        feed.clone(),
+        audit.clone(),
+        Arc::new(gatehouse_gateway::executor::ProcessEnv),
+        console,
+        config.notify.clone(),
+    )
+    .spawn(stopped.clone());
     // One service for the gRPC listener and the HTTP approvals API.
     let approvals = services::approval::Approvals::new(
         cluster.clone(),
@@ -307,6 +325,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             Arc::new(gatehouse_gateway::executor::ProcessEnv),
             stopped,
         ),
+        notifier,
     ];
 
     let admin_key = match (&config.start, joined) {

@@ -11,22 +11,12 @@
 mod common;
 
 use common::browser::{Driver, Session};
-use common::{cli, ok, three_voters};
+use common::{cli, keygen, ok, three_voters};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
 const WITHIN: Duration = Duration::from_secs(30);
-
-/// A fresh API key and its digest, from `gatehouse keygen -o json`.
-fn keygen() -> (String, String) {
-    let out = ok(common::gatehouse(&["keygen", "-o", "json"]));
-    let key: Value = serde_json::from_str(&out).expect("keygen prints JSON");
-    (
-        key["api_key"].as_str().unwrap().to_owned(),
-        key["api_key_sha256"].as_str().unwrap().to_owned(),
-    )
-}
 
 fn principal(name: &str, sha: &str, roles: &str) -> String {
     format!(
@@ -194,6 +184,18 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
     assert!(shown.contains("250"), "{shown}");
     bob_page.until("the call appears for bob on node 2", WITHIN, |p| {
         card(p, &id)
+    });
+    // A webhook notice links to `/console#call=ID`: that call's card is the one marked.
+    bob_page.run("location.hash = '#call=' + arguments[0];", json!([id]));
+    bob_page.until("the linked call is marked", WITHIN, |p| {
+        p.run(
+            "const e = document.querySelector('#pending article.linked'); \
+             return e ? e.dataset.callId : null;",
+            json!([]),
+        )
+        .as_str()
+        .filter(|linked| *linked == id)
+        .map(str::to_owned)
     });
     screenshot(&alice_page, "console-pending.png");
 

@@ -52,6 +52,7 @@ fn touched_calls(registry: &Registry, result: &ApplyResult, into: &mut Vec<Call>
             | Response::Purged { .. }
             | Response::Admitted { .. }
             | Response::ToolsetLoaded { .. }
+            | Response::Notified { .. }
             | Response::Nothing,
         )
         | Err(_) => {}

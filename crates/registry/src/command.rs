@@ -5,9 +5,13 @@
 use crate::call::{CallId, CallState, NewCall, NodeId, Outcome, Timestamp};
 use crate::canonical;
 use crate::error::ApplyError;
+use crate::notify::NotifyEvent;
 use crate::resource::{Resource, ResourceKey};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+/// Most notices one `Notified` command marks.
+pub const MAX_NOTICES: usize = 1_024;
 
 /// A command as it goes through Raft: the request id lets apply run a retried proposal once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +129,13 @@ pub enum Command {
         toolset: String,
         include_write_tools: bool,
     },
+    /// Record that a tenant's webhook was told of these moments of its calls, or gave up on
+    /// them, so that no home announces them again.
+    Notified {
+        tenant: String,
+        webhook: String,
+        notices: Vec<(CallId, NotifyEvent)>,
+    },
     /// Several independent proposals in one log entry, applied in order, each answered on its
     /// own (one refused does not refuse the others). How a busy node commits many writes with
     /// one Raft round and one disk sync.
@@ -164,6 +175,10 @@ pub enum Response {
     ToolsetLoaded {
         toolset: String,
         include_write_tools: bool,
+    },
+    /// How many of a `Notified`'s notices were new marks.
+    Notified {
+        marked: usize,
     },
     /// What a Raft entry that carries no command (a blank or a membership change) answers.
     Nothing,
@@ -241,6 +256,15 @@ impl Command {
             | Command::Purge { .. }
             | Command::AdmitNode { .. }
             | Command::LoadToolset { .. } => Ok(()),
+            Command::Notified { notices, .. } if notices.is_empty() => Err(ApplyError::Refused {
+                reason: "a notified mark needs at least one notice".into(),
+            }),
+            Command::Notified { notices, .. } if notices.len() > MAX_NOTICES => {
+                Err(ApplyError::Refused {
+                    reason: format!("at most {MAX_NOTICES} notices in one mark"),
+                })
+            }
+            Command::Notified { .. } => Ok(()),
             Command::Batch { proposals } => {
                 if proposals.is_empty() {
                     return Err(ApplyError::Refused {

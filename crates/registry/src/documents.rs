@@ -4,7 +4,7 @@
 
 use crate::resource::{
     API_VERSION, Object, PolicySpec, PrincipalSpec, Resource, SkillSpec, TenantSpec, ToolSpec,
-    UpstreamSpec,
+    UpstreamSpec, WebhookSpec,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -146,12 +146,13 @@ pub fn parse(file: &str, text: &str) -> Parsed {
             Some("Tool") => typed_resource::<ToolSpec>(typed).map(Resource::Tool),
             Some("Skill") => typed_resource::<SkillSpec>(typed).map(Resource::Skill),
             Some("Policy") => typed_resource::<PolicySpec>(typed).map(Resource::Policy),
+            Some("Webhook") => typed_resource::<WebhookSpec>(typed).map(Resource::Webhook),
             Some(other) => {
                 parsed.problems.push(problem(
                     None,
                     Some("kind".into()),
                     None,
-                    format!("unknown kind {other:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy"),
+                    format!("unknown kind {other:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy, Webhook"),
                 ));
                 continue;
             }

@@ -18,12 +18,14 @@ pub mod glob;
 pub mod http_path;
 pub mod identity;
 pub mod mode;
+pub mod notify;
 pub mod plan;
 pub mod policy;
 pub mod redact;
 pub mod registry;
 pub mod resource;
 pub mod secrets;
+pub mod time;
 
 pub use call::{Call, CallId, CallState, NewCall, Outcome, Timestamp};
 pub use command::{Command, Proposal, Response};

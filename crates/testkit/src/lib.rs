@@ -1,6 +1,6 @@
 //! Fixtures that tests of several crates share: resources as `RegistryService.Apply` takes them
 //! ([`wire`]), registries and resources written as YAML ([`yaml`]), and the official Python SDKs'
-//! clients ([`python`]). Only tests use it, as a dev-dependency; production code must never
+//! clients ([`python`]), call records ([`calls`]). Only tests use it, as a dev-dependency; production code must never
 //! depend on it.
 //!
 //! **Where it sits.** It depends on no workspace crate but `gatehouse-registry` and
@@ -17,6 +17,7 @@
 //! `crates/node/tests/common`: they need `CARGO_BIN_EXE_gatehouse`, which Cargo sets only for
 //! the node's own integration tests.
 
+pub mod calls;
 pub mod python;
 pub mod wire;
 pub mod yaml;

@@ -201,6 +201,21 @@ impl Grants {
                     }
                 }
             }
+            Resource::Webhook(webhook) => {
+                let tenant = webhook.metadata.tenant.as_deref().unwrap_or("(none)");
+                let name = &webhook.spec.credential;
+                if self.credential_for(Some(tenant), name).is_none() {
+                    // Worded alike whether the credential is missing or another tenant's.
+                    problems.push(Problem::new(
+                        "spec.credential",
+                        format!(
+                            "{name:?} is not a credential this node grants to tenant {tenant}: \
+                             the operator declares the secrets webhooks are signed with, and \
+                             the tenants that may use each, in the nodes' configuration"
+                        ),
+                    ));
+                }
+            }
             Resource::Tenant(_)
             | Resource::Principal(_)
             | Resource::Skill(_)

@@ -346,11 +346,11 @@ pub(crate) async fn read_credential(
     let Some(source) = grants.credential_for(tenant, name) else {
         return refuse(match tenant {
             Some(tenant) => format!(
-                "the upstream's credential {name:?} is not one this node grants to tenant \
+                "credential {name:?} is not one this node grants to tenant \
                  {tenant}"
             ),
             None => format!(
-                "the upstream's credential {name:?} is not granted to every tenant, and no \
+                "credential {name:?} is not granted to every tenant, and no \
                  tenant asked for this"
             ),
         });
@@ -360,7 +360,7 @@ pub(crate) async fn read_credential(
             Some(value) => value,
             None => {
                 return refuse(format!(
-                    "the upstream's credential {name:?}: its environment variable is not set on \
+                    "credential {name:?}: its environment variable is not set on \
                      this node"
                 ));
             }
@@ -370,7 +370,7 @@ pub(crate) async fn read_credential(
                 && inside_data_dir(path, dir).await
             {
                 return refuse(format!(
-                    "the upstream's credential {name:?} is a file in the node's data directory, \
+                    "credential {name:?} is a file in the node's data directory, \
                      which is never sent anywhere"
                 ));
             }
@@ -378,7 +378,7 @@ pub(crate) async fn read_credential(
                 .await
                 .map_err(|e| ExecError {
                     message: format!(
-                        "the upstream's credential {name:?}: reading its file on this node: {}",
+                        "credential {name:?}: reading its file on this node: {}",
                         e.kind()
                     ),
                 })?
@@ -386,7 +386,7 @@ pub(crate) async fn read_credential(
     };
     let value = value.trim();
     if value.is_empty() {
-        return refuse(format!("the upstream's credential {name:?} is empty"));
+        return refuse(format!("credential {name:?} is empty"));
     }
     Ok(value.to_owned())
 }

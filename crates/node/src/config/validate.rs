@@ -15,6 +15,7 @@ use gatehouse_cluster::grants::{CredentialConfig, Grants, grants_from_config};
 use gatehouse_cluster::net::OpenNetwork;
 use gatehouse_fronts::mcp::McpSettings;
 use gatehouse_gateway::metrics::{MetricsSettings, ScrapeToken};
+use gatehouse_gateway::notify::NotifySettings;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -89,6 +90,7 @@ impl RawServeConfig {
             tls,
             grants,
             metrics,
+            notify: NotifySettings::default(),
             filter: Arc::new(OpenNetwork),
         })
     }

@@ -184,6 +184,16 @@ pub fn cli_answering(addr: &str, token: &str, args: &[&str], input: &str) -> Out
     child.wait_with_output().expect("the CLI ends")
 }
 
+/// A fresh API key and its digest, from `gatehouse keygen -o json`.
+pub fn keygen() -> (String, String) {
+    let out = ok(gatehouse(&["keygen", "-o", "json"]));
+    let key: Value = serde_json::from_str(&out).expect("keygen prints JSON");
+    (
+        key["api_key"].as_str().unwrap().to_owned(),
+        key["api_key_sha256"].as_str().unwrap().to_owned(),
+    )
+}
+
 /// Polls `check` until it gives a value, failing the test after `within`.
 pub fn until<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;

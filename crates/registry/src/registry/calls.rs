@@ -6,6 +6,7 @@ use crate::call::{Call, CallId, CallState, Claim, NewCall, NodeId, Outcome, Time
 use crate::command::Response;
 use crate::error::ApplyError;
 use crate::identity::{self, Owner};
+use crate::notify::NotifyEvent;
 use crate::resource::Role;
 
 impl Registry {
@@ -351,6 +352,9 @@ impl Registry {
                 }
             }
         }
+        for id in &old {
+            self.state.notified.remove(id);
+        }
         self.state.idempotency.retain(|_, id| !old.contains(id));
         let requests_before = self.state.requests.len();
         self.state.requests.retain(|_, r| r.at >= before);
@@ -358,6 +362,32 @@ impl Registry {
             calls: old.len(),
             requests: requests_before - self.state.requests.len(),
         }
+    }
+
+    /// Marks notices of a tenant's calls as given. Marks for calls that are gone (purged) or
+    /// of another tenant are skipped: a mark never names what its tenant cannot see.
+    pub(super) fn mark_notified(
+        &mut self,
+        tenant: &str,
+        webhook: &str,
+        notices: &[(CallId, NotifyEvent)],
+    ) -> Response {
+        let mut marked = 0;
+        for (id, event) in notices {
+            if self
+                .state
+                .calls
+                .get(id)
+                .is_none_or(|c| c.spec.tenant != tenant)
+            {
+                continue;
+            }
+            let marks = self.state.notified.entry(id.clone()).or_default();
+            if marks.insert((webhook.to_owned(), *event)) {
+                marked += 1;
+            }
+        }
+        Response::Notified { marked }
     }
 
     fn call_in(

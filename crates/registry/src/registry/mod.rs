@@ -9,13 +9,17 @@ mod restore;
 mod toolsets;
 
 pub use placement::Placement;
+pub use resources::MAX_WEBHOOKS_PER_TENANT;
 pub use toolsets::ToolsetInfo;
 
 use crate::call::{Call, CallId, NodeId, Timestamp};
 use crate::cascade::{self, Candidate, Query, Resolution};
 use crate::command::{Command, Proposal, Response};
 use crate::error::ApplyError;
-use crate::resource::{Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, Role, SkillSpec};
+use crate::notify::NotifyEvent;
+use crate::resource::{
+    Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, Role, SkillSpec, WebhookSpec,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +30,16 @@ use uuid::Uuid;
 pub struct Stored {
     pub resource: Resource,
     pub generation: u64,
+}
+
+/// A tenant's webhook, as the notifier reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Webhook<'a> {
+    pub tenant: &'a str,
+    pub name: &'a str,
+    pub spec: &'a WebhookSpec,
+    /// When it was created (ms): nothing before is announced.
+    pub since: Timestamp,
 }
 
 /// A request id already applied, and the answer it got, so a retried proposal gets it again.
@@ -61,6 +75,12 @@ struct State {
     /// loaded, each with whether its write tools came too.
     #[serde(default, with = "pairs")]
     toolsets: BTreeMap<(String, String), BTreeMap<String, bool>>,
+    /// When each webhook was created: it is told of nothing that happened before.
+    #[serde(default, with = "pairs")]
+    webhooks_since: BTreeMap<ResourceKey, Timestamp>,
+    /// Per call, the (webhook, event) notices delivered or given up on. Purged with the call.
+    #[serde(default)]
+    notified: BTreeMap<CallId, BTreeSet<(String, NotifyEvent)>>,
 }
 
 /// Maps whose keys are not strings travel as sequences of pairs, in key order.
@@ -115,7 +135,7 @@ impl Registry {
         }
         let at = proposal.at;
         let response = match &proposal.command {
-            Command::Put { resources } => self.put(index, resources)?,
+            Command::Put { resources } => self.put(index, resources, at)?,
             Command::Delete { keys } => self.delete(index, keys)?,
             Command::Propose { call } => self.propose(call, at)?,
             Command::Approve {
@@ -172,6 +192,11 @@ impl Registry {
             } => self.place(tenant, *home, *epoch)?,
             Command::StartMove { tenant, epoch, to } => self.start_move(tenant, *epoch, *to)?,
             Command::Purge { before } => self.purge(*before),
+            Command::Notified {
+                tenant,
+                webhook,
+                notices,
+            } => self.mark_notified(tenant, webhook, notices),
             Command::AdmitNode { node, addr } => self.admit(*node, addr)?,
             Command::LoadToolset {
                 tenant,
@@ -428,6 +453,31 @@ impl Registry {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Every webhook, with its tenant, name and the time it was created: notices of moments
+    /// before then are never due.
+    pub fn webhooks(&self) -> impl Iterator<Item = Webhook<'_>> + '_ {
+        self.list(Kind::Webhook, None, None).filter_map(|stored| {
+            let Resource::Webhook(w) = &stored.resource else {
+                return None;
+            };
+            let key = stored.resource.key();
+            Some(Webhook {
+                tenant: w.metadata.tenant.as_deref()?,
+                name: &w.metadata.name,
+                spec: &w.spec,
+                since: self.state.webhooks_since.get(&key).copied().unwrap_or(0),
+            })
+        })
+    }
+
+    /// Whether `webhook` of the call's tenant was told of (or gave up on) `event` of the call.
+    pub fn notified(&self, call: &CallId, webhook: &str, event: NotifyEvent) -> bool {
+        self.state
+            .notified
+            .get(call)
+            .is_some_and(|marks| marks.contains(&(webhook.to_owned(), event)))
     }
 
     /// The skills a tenant's cascade reads: the global ones and the tenant's own. Nothing of

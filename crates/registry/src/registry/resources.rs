@@ -2,16 +2,21 @@
 //! a real change, and the references between resources kept whole.
 
 use super::{Registry, Stored};
+use crate::call::Timestamp;
 use crate::command::{Change, ResourceChange, Response};
 use crate::error::ApplyError;
 use crate::resource::{Kind, Resource, ResourceKey};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most webhooks one tenant may have.
+pub const MAX_WEBHOOKS_PER_TENANT: usize = 16;
 
 impl Registry {
     pub(super) fn put(
         &mut self,
         index: u64,
         resources: &[Resource],
+        at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let mut seen = BTreeSet::new();
         let batch_tenants: BTreeSet<&str> = resources
@@ -38,6 +43,8 @@ impl Registry {
             }
         }
 
+        self.check_webhook_count(resources)?;
+
         let mut changes = Vec::with_capacity(resources.len());
         for resource in resources {
             let key = resource.key();
@@ -56,6 +63,9 @@ impl Registry {
                 continue;
             }
             let existed = self.state.resources.contains_key(&key);
+            if !existed && key.kind == Kind::Webhook {
+                self.state.webhooks_since.insert(key.clone(), at);
+            }
             let generation = self.bump_generation(&key);
             self.note_change(index, &key);
             self.state.resources.insert(
@@ -123,6 +133,7 @@ impl Registry {
         let mut changes = Vec::with_capacity(keys.len());
         for key in keys {
             if let Some(stored) = self.state.resources.remove(key) {
+                self.state.webhooks_since.remove(key);
                 self.note_change(index, key);
                 changes.push(ResourceChange {
                     key: key.clone(),
@@ -135,6 +146,33 @@ impl Registry {
             self.rebuild_key_index();
         }
         Ok(Response::Resources { changes })
+    }
+
+    /// Refuses a put that would leave a tenant with more than [`MAX_WEBHOOKS_PER_TENANT`]
+    /// webhooks: each one is a request per notice, and a tenant's admin must not turn one call
+    /// into a flood at some host.
+    fn check_webhook_count(&self, resources: &[Resource]) -> Result<(), ApplyError> {
+        let mut added: BTreeMap<&str, usize> = BTreeMap::new();
+        for resource in resources {
+            if let (Resource::Webhook(_), Some(tenant)) = (resource, resource.tenant())
+                && !self.state.resources.contains_key(&resource.key())
+            {
+                *added.entry(tenant).or_default() += 1;
+            }
+        }
+        for (tenant, new) in added {
+            let held = self.list(Kind::Webhook, Some(Some(tenant)), None).count();
+            if held + new > MAX_WEBHOOKS_PER_TENANT {
+                return Err(ApplyError::Refused {
+                    reason: format!(
+                        "tenant {tenant} would have {} webhooks; at most \
+                         {MAX_WEBHOOKS_PER_TENANT}",
+                        held + new
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub fn tenant_exists(&self, tenant: &str) -> bool {

@@ -1136,3 +1136,4 @@ fn a_registry_for_a_new_cluster_forgets_old_nodes_and_rehomes_tenants() {
 
 mod identity;
 mod placement;
+mod webhooks;

@@ -8,6 +8,7 @@ mod skill;
 mod tenant;
 mod tool;
 mod upstream;
+mod webhook;
 
 pub use names::{is_valid_name, is_valid_tool_name};
 pub use policy::{
@@ -23,6 +24,7 @@ pub use upstream::{
     BreakerPolicy, CredentialRef, LEGACY_CREDENTIAL, LegacyCredential, RetryPolicy, UpstreamKind,
     UpstreamSpec,
 };
+pub use webhook::{WebhookFormat, WebhookSpec};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -58,6 +60,7 @@ pub enum Resource {
     Tool(Object<ToolSpec>),
     Skill(Object<SkillSpec>),
     Policy(Object<PolicySpec>),
+    Webhook(Object<WebhookSpec>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -68,16 +71,18 @@ pub enum Kind {
     Tool,
     Skill,
     Policy,
+    Webhook,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Tenant,
         Kind::Principal,
         Kind::Upstream,
         Kind::Tool,
         Kind::Skill,
         Kind::Policy,
+        Kind::Webhook,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +93,7 @@ impl Kind {
             Kind::Tool => "Tool",
             Kind::Skill => "Skill",
             Kind::Policy => "Policy",
+            Kind::Webhook => "Webhook",
         }
     }
 
@@ -159,6 +165,7 @@ impl Resource {
             Resource::Tool(_) => Kind::Tool,
             Resource::Skill(_) => Kind::Skill,
             Resource::Policy(_) => Kind::Policy,
+            Resource::Webhook(_) => Kind::Webhook,
         }
     }
 
@@ -170,6 +177,7 @@ impl Resource {
             Resource::Tool(o) => &o.metadata,
             Resource::Skill(o) => &o.metadata,
             Resource::Policy(o) => &o.metadata,
+            Resource::Webhook(o) => &o.metadata,
         }
     }
 
@@ -217,6 +225,7 @@ impl Resource {
             Resource::Tool(o) => &o.api_version,
             Resource::Skill(o) => &o.api_version,
             Resource::Policy(o) => &o.api_version,
+            Resource::Webhook(o) => &o.api_version,
         };
         if api_version != API_VERSION {
             problems.push(Problem::new(
@@ -282,6 +291,15 @@ impl Resource {
                     problems.push(Problem::new(
                         "metadata.tenant",
                         "required: a Policy belongs to one tenant",
+                    ));
+                }
+                o.spec.validate(&mut problems);
+            }
+            Resource::Webhook(o) => {
+                if o.metadata.tenant.is_none() {
+                    problems.push(Problem::new(
+                        "metadata.tenant",
+                        "required: a Webhook announces the calls of one tenant",
                     ));
                 }
                 o.spec.validate(&mut problems);

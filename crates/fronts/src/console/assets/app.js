@@ -137,7 +137,9 @@ function card(call) {
   const chain = ['agent ' + who.agent];
   if (who.end_user) chain.push('for user ' + who.end_user);
   if (who.a2a_peer) chain.push('delegated by ' + who.a2a_peer);
-  const node = el('article', { class: 'call', 'data-call-id': call.call_id, 'data-state': call.state },
+  // A notice's link (`/console#call=ID`) marks the call it is about.
+  const linked = location.hash === '#call=' + call.call_id;
+  const node = el('article', { class: linked ? 'call linked' : 'call', 'data-call-id': call.call_id, 'data-state': call.state },
     el('header', {},
       el('span', { class: 'tool' }, call.tool),
       el('span', { class: 'mode mode-' + call.effective_mode }, call.effective_mode),
@@ -378,6 +380,7 @@ document.addEventListener('DOMContentLoaded', () => {
     signIn($('token').value.trim());
   });
   $('sign-out').addEventListener('click', signOut);
+  window.addEventListener('hashchange', render);
   setInterval(tick, 1000);
   const kept = sessionStorage.getItem('gatehouse-token');
   if (kept) signIn(kept);

@@ -1,4 +1,4 @@
-//! Time as the node prints it.
+//! Time as the nodes print it: pure arithmetic on the milliseconds a caller gives.
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC (`2026-11-21T15:04:05.123Z`).
 pub fn rfc3339(ms: u64) -> String {

@@ -55,7 +55,7 @@ pub enum Command {
     Get(cmd::resources::ResourceArgs),
     /// List resources of a kind.
     List {
-        /// Tenant, Principal, Upstream, Tool, Skill or Policy (any case, singular or plural).
+        /// Tenant, Principal, Upstream, Tool, Skill, Policy or Webhook (any case, singular or plural).
         kind: String,
         /// Only the resources of this tenant.
         #[arg(long)]

@@ -377,6 +377,20 @@ fn waiting_and_decided_calls_are_announced_signed_once_per_cluster() {
     ));
     let home = home_of_acme(&nodes[0], &admin);
 
+    // The tenant's agent reads where its notices go only as far as the host: a chat webhook's
+    // path is its secret, and an agent holding it could post look-alike notices to approvers.
+    let url_as = |token: &str| {
+        let out = ok(cli(
+            &nodes[1].grpc,
+            token,
+            &["-o", "json", "get", "webhook", "ops", "--tenant", "acme"],
+        ));
+        let got: Value = serde_json::from_str(out.trim()).unwrap();
+        got["resource"]["spec"]["url"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(url_as(&admin), receiver.url("/acme"));
+    assert_eq!(url_as(&agent), format!("http://{}/…", receiver.addr));
+
     // An argument that would ping a whole Slack channel: arguments never leave in a notice.
     let transfer = json!({"from": "alice", "to": "<!channel>", "amount": 250});
     let id = propose(&nodes[2], &agent, &transfer);

@@ -5,7 +5,7 @@
 use crate::call::{CallId, CallState, NewCall, NodeId, Outcome, Timestamp};
 use crate::canonical;
 use crate::error::ApplyError;
-use crate::notify::NotifyEvent;
+use crate::resource::NotifyEvent;
 use crate::resource::{Resource, ResourceKey};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;

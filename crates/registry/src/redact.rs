@@ -64,6 +64,26 @@ pub fn url(url: &str) -> String {
     out
 }
 
+/// Only where `url` points: its scheme and host (userinfo dropped), and `/…` for the path,
+/// query and fragment it had. For URLs whose path is itself a secret (a chat webhook's token).
+pub fn origin(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return "…".to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let host = authority
+        .rfind('@')
+        .map_or(authority, |at| &authority[at + 1..]);
+    let more = if authority_end < rest.len() {
+        "/…"
+    } else {
+        ""
+    };
+    format!("{}{host}{more}", &url[..scheme_end + 3])
+}
+
 /// `message` with every `http://` or `https://` URL in it redacted as [`url`] does. A URL ends
 /// at white space or at a quote, bracket or angle bracket, as error messages and log lines wrap
 /// them.
@@ -154,6 +174,20 @@ fn decoded(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_origin_keeps_only_scheme_and_host() {
+        assert_eq!(
+            origin("https://hooks.slack.com/services/T0/B0/XXXX"),
+            "https://hooks.slack.com/…"
+        );
+        assert_eq!(
+            origin("http://u:p@h.example:8080?k=v"),
+            "http://h.example:8080/…"
+        );
+        assert_eq!(origin("https://h.example"), "https://h.example");
+        assert_eq!(origin("not a url"), "…");
+    }
 
     #[test]
     fn userinfo_is_dropped_whole() {

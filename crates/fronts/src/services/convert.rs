@@ -11,7 +11,7 @@ use gatehouse_registry::{Kind, Resource, ResourceKey};
 pub fn kind(text: &str) -> Result<Kind, GatewayError> {
     Kind::parse(text).ok_or_else(|| {
         GatewayError::invalid_request(format!(
-            "unknown kind {text:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy"
+            "unknown kind {text:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy, Webhook"
         ))
     })
 }

@@ -120,18 +120,25 @@ fn writable(caller: &Caller, key: &ResourceKey) -> bool {
 }
 
 /// A resource as `caller` reads it: an Upstream's URL keeps its secrets (a key in its query)
-/// only for those who may change it; its tenant's agents and approvers read it redacted.
+/// only for those who may change it; its tenant's agents and approvers read it redacted. A
+/// Webhook's URL is often a secret in its path (a chat webhook's token): they read only its
+/// scheme and host, so an agent cannot post look-alike notices where approvers read them.
 fn shown(caller: &Caller, stored: &Stored) -> pb::Resource {
     let mut resource = convert::resource_to(stored);
-    if stored.resource.kind() == Kind::Upstream && !writable(caller, &stored.resource.key()) {
-        let mut spec: serde_json::Value =
-            serde_json::from_str(&resource.spec_json).unwrap_or_default();
-        if let Some(url) = spec.get_mut("url")
-            && let Some(text) = url.as_str()
-        {
-            *url = redact::url(text).into();
-            resource.spec_json = spec.to_string();
-        }
+    let redact: fn(&str) -> String = match stored.resource.kind() {
+        Kind::Upstream => redact::url,
+        Kind::Webhook => redact::origin,
+        _ => return resource,
+    };
+    if writable(caller, &stored.resource.key()) {
+        return resource;
+    }
+    let mut spec: serde_json::Value = serde_json::from_str(&resource.spec_json).unwrap_or_default();
+    if let Some(url) = spec.get_mut("url")
+        && let Some(text) = url.as_str()
+    {
+        *url = redact(text).into();
+        resource.spec_json = spec.to_string();
     }
     resource
 }

@@ -17,7 +17,7 @@ const BATCH: usize = 500;
 
 #[derive(Debug, Args)]
 pub struct ResourceArgs {
-    /// Tenant, Principal, Upstream, Tool, Skill or Policy (any case, singular or plural).
+    /// Tenant, Principal, Upstream, Tool, Skill, Policy or Webhook (any case, singular or plural).
     pub kind: String,
     /// The resource's name.
     pub name: String,
@@ -183,7 +183,7 @@ pub async fn delete(remote: &Remote, args: ResourceArgs) -> anyhow::Result<Exit>
 fn parse_kind(text: &str) -> anyhow::Result<Kind> {
     Kind::parse(text).ok_or_else(|| {
         anyhow::anyhow!(
-            "unknown kind {text:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy"
+            "unknown kind {text:?}: one of Tenant, Principal, Upstream, Tool, Skill, Policy, Webhook"
         )
     })
 }

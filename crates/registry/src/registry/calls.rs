@@ -6,7 +6,7 @@ use crate::call::{Call, CallId, CallState, Claim, NewCall, NodeId, Outcome, Time
 use crate::command::Response;
 use crate::error::ApplyError;
 use crate::identity::{self, Owner};
-use crate::notify::NotifyEvent;
+use crate::resource::NotifyEvent;
 use crate::resource::Role;
 
 impl Registry {

@@ -16,7 +16,7 @@ use crate::call::{Call, CallId, NodeId, Timestamp};
 use crate::cascade::{self, Candidate, Query, Resolution};
 use crate::command::{Command, Proposal, Response};
 use crate::error::ApplyError;
-use crate::notify::NotifyEvent;
+use crate::resource::NotifyEvent;
 use crate::resource::{
     Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, Role, SkillSpec, WebhookSpec,
 };

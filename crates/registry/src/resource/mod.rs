@@ -24,7 +24,7 @@ pub use upstream::{
     BreakerPolicy, CredentialRef, LEGACY_CREDENTIAL, LegacyCredential, RetryPolicy, UpstreamKind,
     UpstreamSpec,
 };
-pub use webhook::{WebhookFormat, WebhookSpec};
+pub use webhook::{NotifyEvent, WebhookFormat, WebhookSpec};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

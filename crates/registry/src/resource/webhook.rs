@@ -1,6 +1,44 @@
 use super::Problem;
-use crate::notify::NotifyEvent;
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A moment of a call that a webhook may be told of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyEvent {
+    /// The call needs approval and started waiting for it.
+    Waiting,
+    /// Approvers decided: enough approvals, or a rejection.
+    Decided,
+    /// Nobody decided in time, or an approved call was not run in time.
+    Expired,
+    /// The node running the call was lost and nobody knows whether the upstream acted.
+    OutcomeUnknown,
+}
+
+impl NotifyEvent {
+    pub const ALL: [NotifyEvent; 4] = [
+        NotifyEvent::Waiting,
+        NotifyEvent::Decided,
+        NotifyEvent::Expired,
+        NotifyEvent::OutcomeUnknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyEvent::Waiting => "waiting",
+            NotifyEvent::Decided => "decided",
+            NotifyEvent::Expired => "expired",
+            NotifyEvent::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+}
+
+impl fmt::Display for NotifyEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Where a tenant's calls are announced: the tenant's home node POSTs a signed notice to `url`
 /// when one of `events` happens to a call of the tenant. The signing secret is an operator's

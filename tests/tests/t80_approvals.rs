@@ -787,3 +787,59 @@ fn a_watcher_whose_approver_role_is_taken_away_is_cut_off() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// A node behind the cluster (cut off while a call was proposed) never answers that the call
+/// does not exist: cut off, it says to retry (UNAVAILABLE); healed, the same request to the same
+/// node catches up and answers, with no NOT_FOUND on the way; and it decides the call.
+#[test]
+fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<()> {
+    let cluster = setup(&[1, 2, 3])?;
+    let leader = cluster.leader(Duration::from_secs(10))?;
+    let behind = [1, 2, 3]
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != behind).collect();
+    cluster.router().partition(&[behind], &others);
+    let call = new_call("bot", Some("john"), serde_json::json!({"amount": 7}), 1);
+    let (id, index) = propose_through(&cluster, leader, call)?;
+    for node in &others {
+        cluster.wait_for_applied(*node, index, Duration::from_secs(10))?;
+    }
+
+    let alice = Approver::on(&cluster, behind, ALICE)?;
+    let cut_off = cluster
+        .block_on(alice.get(&id))
+        .expect_err("the node does not hold the call");
+    assert_eq!(cut_off.code(), Code::Unavailable, "{cut_off:?}");
+    assert!(cut_off.message().contains("retry"), "{cut_off:?}");
+    let refused = cluster
+        .block_on(alice.approve(&id, &sha256_hex(br#"{"amount":7}"#)))
+        .expect_err("nor can it decide it");
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+
+    cluster.router().heal();
+    let mut answers = Vec::new();
+    cluster.wait_until(
+        "the healed node answers for the call",
+        Duration::from_secs(20),
+        |c| {
+            let answer = c.block_on(alice.get(&id)).map(|call| call.call_id);
+            let done = answer.is_ok();
+            answers.push(answer.map_err(|status| status.code()));
+            done
+        },
+    )?;
+    assert!(
+        answers.iter().all(|a| *a != Err(Code::NotFound)),
+        "{answers:?}"
+    );
+    let (call, _) = cluster.block_on(alice.approve_current(&id))?;
+    assert_eq!(approvers(&call), ["alice"]);
+    // A call that exists nowhere is still NOT_FOUND, once the node has caught up.
+    assert_eq!(
+        code(cluster.block_on(alice.get("call_nowhere"))),
+        Code::NotFound
+    );
+    Ok(())
+}

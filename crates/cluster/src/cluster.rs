@@ -13,6 +13,9 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 
 /// How long a write keeps trying through elections and forwarding failures.
 const WRITE_DEADLINE: Duration = Duration::from_secs(15);
+/// How long a read that found nothing may spend catching up ([`Cluster::catch_up`]) before it
+/// answers that it could not.
+pub const CATCH_UP: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
@@ -235,6 +238,16 @@ impl Cluster {
             Ok(Err(e)) => Err(format!("asking leader {leader}: {e}")),
             Err(_) => Err(format!("leader {leader} did not answer within {within:?}")),
         }
+    }
+
+    /// Brings this node up to the leader's commit index as it is now, within `within` in all:
+    /// for a read that found nothing here and must not answer "no such thing" only because this
+    /// node is behind (just restarted, joined, or cut off a moment ago). `Err` says why not.
+    pub async fn catch_up(&self, within: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + within;
+        let index = self.leader_commit(within).await?;
+        self.wait_applied(index, deadline - tokio::time::Instant::now())
+            .await
     }
 
     /// Waits until this node has applied `index`.

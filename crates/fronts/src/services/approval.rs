@@ -81,16 +81,35 @@ impl Approvals {
         Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
     }
 
-    /// The call, if it exists and its tenant is one the caller holds a role in.
-    fn visible_call(&self, caller: &Caller, id: &str) -> Result<Call, GatewayError> {
+    /// The call, if it exists and its tenant is one the caller holds a role in. A call this
+    /// node does not hold may be one it has not applied yet: the node catches up with the
+    /// leader before it answers NOT_FOUND, and answers UNAVAILABLE (retry) if it cannot. A call
+    /// of another tenant takes the same path, so the answer's timing tells nothing either.
+    async fn visible_call(&self, caller: &Caller, id: &str) -> Result<Call, GatewayError> {
         if id.is_empty() {
             return Err(GatewayError::invalid_request("call_id is required"));
         }
-        let registry = self.cluster.registry.read();
-        match registry.call(&CallId(id.to_owned())) {
-            Some(call) if caller.member_of(&call.spec.tenant) => Ok(call.clone()),
-            _ => Err(no_call(id)),
+        let call_id = CallId(id.to_owned());
+        let visible = || {
+            let registry = self.cluster.registry.read();
+            registry
+                .call(&call_id)
+                .filter(|call| caller.member_of(&call.spec.tenant))
+                .cloned()
+        };
+        if let Some(call) = visible() {
+            return Ok(call);
         }
+        self.cluster
+            .catch_up(gatehouse_cluster::cluster::CATCH_UP)
+            .await
+            .map_err(|why| {
+                GatewayError::unavailable(format!(
+                    "this node does not hold call {id} and could not catch up with the leader \
+                 ({why}); retry, here or at another node"
+                ))
+            })?;
+        visible().ok_or_else(|| no_call(id))
     }
 
     /// A tenant the caller may review: it exists, and the caller is its approver or a cluster
@@ -423,7 +442,9 @@ impl Approvals {
         request: Request<pb::GetCallRecordRequest>,
     ) -> Result<pb::GetCallRecordResponse, GatewayError> {
         let caller = self.caller(&request)?;
-        let call = self.visible_call(&caller, &request.get_ref().call_id)?;
+        let call = self
+            .visible_call(&caller, &request.get_ref().call_id)
+            .await?;
         require_reviewer(&caller, &call.spec.tenant)?;
         Ok(pb::GetCallRecordResponse {
             call: Some(call_record_to(&call)),
@@ -437,7 +458,7 @@ impl Approvals {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         required(&request.args_sha256, "name the args_sha256 you reviewed")?;
-        let call = self.visible_call(&caller, &request.call_id)?;
+        let call = self.visible_call(&caller, &request.call_id).await?;
         if let Err(error) = require_approver(&caller, &call.spec.tenant) {
             return Err(self.refused("approve", &caller, &call, error).await);
         }
@@ -462,7 +483,7 @@ impl Approvals {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
         required(&request.reason, "a rejection needs a reason")?;
-        let call = self.visible_call(&caller, &request.call_id)?;
+        let call = self.visible_call(&caller, &request.call_id).await?;
         if let Err(error) = require_approver(&caller, &call.spec.tenant) {
             return Err(self.refused("reject", &caller, &call, error).await);
         }
@@ -485,7 +506,7 @@ impl Approvals {
     ) -> Result<pb::CancelCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let request = request.into_inner();
-        let call = self.visible_call(&caller, &request.call_id)?;
+        let call = self.visible_call(&caller, &request.call_id).await?;
         // A call is its own user's: another user behind the same principal does not see it.
         // Whether an approver is of the call's chain is the registry's guard to check.
         if !call.spec.chain.owned_by(caller.owner())
@@ -529,7 +550,7 @@ impl Approvals {
                 ));
             }
         };
-        let call = self.visible_call(&caller, &request.call_id)?;
+        let call = self.visible_call(&caller, &request.call_id).await?;
         if let Err(error) = require_approver(&caller, &call.spec.tenant) {
             return Err(self.refused("resolve", &caller, &call, error).await);
         }

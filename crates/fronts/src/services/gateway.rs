@@ -79,7 +79,7 @@ impl Gateway {
     ) -> Result<pb::GetCallResponse, GatewayError> {
         let caller = self.caller(&request)?;
         let id = request.into_inner().call_id;
-        let call = self.pipeline.own_call(&caller, &id)?;
+        let call = self.pipeline.own_call_caught_up(&caller, &id).await?;
         Ok(pb::GetCallResponse {
             envelope: Some(envelope_to(&Envelope::of_record(&call))),
             call: Some(call_record_to(&call)),

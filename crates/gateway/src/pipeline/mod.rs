@@ -409,7 +409,7 @@ impl Pipeline {
         call_id: &str,
         reason: &str,
     ) -> Result<Envelope, GatewayError> {
-        let before = self.status(caller, call_id)?;
+        let before = Envelope::of_record(&self.own_call_caught_up(caller, call_id).await?);
         let intent = audit::decision_entry(caller, &before, "cancel", audit::REQUESTED.into());
         let command = Command::Cancel {
             call_id: CallId(call_id.to_owned()),

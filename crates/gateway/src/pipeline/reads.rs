@@ -38,6 +38,29 @@ impl Pipeline {
             .map(|call| Envelope::of_record(&call))
     }
 
+    /// [`Pipeline::own_call`], from a node that first catches up with the leader when it does
+    /// not hold the call: a node just restarted, joined or cut off answers for a call the
+    /// cluster has instead of NOT_FOUND, or UNAVAILABLE (retry) when it cannot catch up.
+    pub async fn own_call_caught_up(
+        &self,
+        caller: &Caller,
+        call_id: &str,
+    ) -> Result<Call, GatewayError> {
+        if let Ok(call) = self.own_call(caller, call_id) {
+            return Ok(call);
+        }
+        self.cluster
+            .catch_up(gatehouse_cluster::cluster::CATCH_UP)
+            .await
+            .map_err(|why| {
+                GatewayError::unavailable(format!(
+                    "this node does not hold call {call_id} and could not catch up with the leader \
+                 ({why}); retry, here or at another node"
+                ))
+            })?;
+        self.own_call(caller, call_id)
+    }
+
     /// The tools the caller sees in `tenant`, in name order (see `Registry::visible_tools`).
     pub fn visible_tools(&self, caller: &Caller, tenant: &str) -> Vec<(String, ToolSpec)> {
         let registry = self.cluster.registry.read();

@@ -100,15 +100,7 @@ impl Approvals {
         if let Some(call) = visible() {
             return Ok(call);
         }
-        self.cluster
-            .catch_up(gatehouse_cluster::cluster::CATCH_UP)
-            .await
-            .map_err(|why| {
-                GatewayError::unavailable(format!(
-                    "this node does not hold call {id} and could not catch up with the leader \
-                 ({why}); retry, here or at another node"
-                ))
-            })?;
+        gatehouse_gateway::pipeline::caught_up(&self.cluster, id).await?;
         visible().ok_or_else(|| no_call(id))
     }
 

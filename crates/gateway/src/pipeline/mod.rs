@@ -11,6 +11,7 @@ pub mod audit;
 mod audited;
 mod envelope;
 mod reads;
+pub use reads::caught_up;
 
 pub use crate::error::{ErrorCode, GatewayError};
 pub use audited::Audited;

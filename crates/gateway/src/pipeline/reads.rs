@@ -4,6 +4,7 @@
 
 use super::{Envelope, GatewayError, Pipeline};
 use crate::auth::{AuthError, Caller};
+use gatehouse_cluster::cluster::Cluster;
 use gatehouse_registry::ToolsetInfo;
 use gatehouse_registry::resource::{ToolSpec, UpstreamKind};
 use gatehouse_registry::{Call, CallId};
@@ -49,15 +50,7 @@ impl Pipeline {
         if let Ok(call) = self.own_call(caller, call_id) {
             return Ok(call);
         }
-        self.cluster
-            .catch_up(gatehouse_cluster::cluster::CATCH_UP)
-            .await
-            .map_err(|why| {
-                GatewayError::unavailable(format!(
-                    "this node does not hold call {call_id} and could not catch up with the leader \
-                 ({why}); retry, here or at another node"
-                ))
-            })?;
+        caught_up(&self.cluster, call_id).await?;
         self.own_call(caller, call_id)
     }
 
@@ -123,4 +116,18 @@ impl Pipeline {
     pub fn applied(&self) -> watch::Receiver<u64> {
         self.cluster.applied.clone()
     }
+}
+
+/// Brings the node up to the leader's commit index before it answers that it does not hold
+/// `call_id` (see `Cluster::catch_up`); UNAVAILABLE, saying to retry, when it cannot.
+pub async fn caught_up(cluster: &Cluster, call_id: &str) -> Result<(), GatewayError> {
+    cluster
+        .catch_up(gatehouse_cluster::cluster::CATCH_UP)
+        .await
+        .map_err(|why| {
+            GatewayError::unavailable(format!(
+                "this node does not hold call {call_id} and could not catch up with the leader \
+                 ({why}); retry, here or at another node"
+            ))
+        })
 }

@@ -112,7 +112,6 @@ impl NodeOptions {
             tls: None,
             grants: self.grants.clone(),
             metrics: self.metrics.clone(),
-            notify: Default::default(),
             filter,
         }
     }

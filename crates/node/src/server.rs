@@ -19,7 +19,7 @@ use gatehouse_gateway::actor_port::AuditedPort;
 use gatehouse_gateway::auth::Authenticator;
 use gatehouse_gateway::executor::NodeExecutor;
 use gatehouse_gateway::metrics::{Metrics, NodeSources};
-use gatehouse_gateway::notify::Notifier;
+use gatehouse_gateway::notify::{Notifier, NotifySettings};
 use gatehouse_gateway::pipeline::Audited;
 use gatehouse_gateway::pipeline::Pipeline;
 use gatehouse_proto::v1 as pb;
@@ -261,7 +261,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         audit.clone(),
         Arc::new(gatehouse_gateway::executor::ProcessEnv),
         console,
-        config.notify.clone(),
+        NotifySettings::default(),
     )
     .spawn(stopped.clone());
     // One service for the gRPC listener and the HTTP approvals API.

@@ -103,31 +103,9 @@ fn decided(page: &Session<'_>, call: &str) -> Option<String> {
     .map(str::to_owned)
 }
 
-/// Proposes a destructive call through the command line; it exits 5 (pending). Its id.
+/// Proposes an acme call through the command line; it waits for approval. Its id.
 fn propose(addr: &str, key: &str, tool: &str, args: &Value) -> String {
-    let out = cli(
-        addr,
-        key,
-        &[
-            "call",
-            tool,
-            "--tenant",
-            "acme",
-            "--args",
-            &args.to_string(),
-            "-o",
-            "json",
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(5),
-        "a call waiting for approval exits 5: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let envelope: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    assert_eq!(envelope["state"], "pending");
-    envelope["call_id"].as_str().expect("an id").to_owned()
+    common::propose_pending(addr, key, "acme", tool, args)
 }
 
 #[test]

@@ -261,23 +261,7 @@ fn apply(node: &Node, admin: &str, dir: &Path, text: &str) -> std::process::Outp
 
 /// Proposes a transfer as the agent; the call's id (the call waits: exit 5).
 fn propose(node: &Node, agent: &str, args: &Value) -> String {
-    let out = cli(
-        &node.grpc,
-        agent,
-        &[
-            "call",
-            "lab.transfer",
-            "--tenant",
-            "acme",
-            "--args",
-            &args.to_string(),
-            "-o",
-            "json",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(5), "{out:?}");
-    let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
-    envelope["call_id"].as_str().unwrap().to_owned()
+    common::propose_pending(&node.grpc, agent, "acme", "lab.transfer", args)
 }
 
 /// acme's home node id, from `cluster placement`.

@@ -113,14 +113,13 @@ fn slack_body(notice: &Notice, link: &str) -> Value {
     let spec = &call.spec;
     let headline = match notice.event {
         NotifyEvent::Waiting => "Approval needed".to_owned(),
-        NotifyEvent::Decided if !call.rejections.is_empty() => {
-            let by = &call.rejections[0];
-            format!("Rejected by {}: {}", by.person(), by.note)
-        }
-        NotifyEvent::Decided => {
-            let people: Vec<&str> = call.approvals.iter().map(Verdict::person).collect();
-            format!("Approved by {}", people.join(", "))
-        }
+        NotifyEvent::Decided => match call.rejections.first() {
+            Some(by) => format!("Rejected by {}: {}", by.person(), by.note),
+            None => {
+                let people: Vec<&str> = call.approvals.iter().map(Verdict::person).collect();
+                format!("Approved by {}", people.join(", "))
+            }
+        },
         NotifyEvent::Expired => "Expired before it ran".to_owned(),
         NotifyEvent::OutcomeUnknown => {
             "Outcome unknown: the node running it was lost; an approver must resolve it".to_owned()

@@ -30,8 +30,6 @@ use gatehouse_audit::AuditLog;
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_cluster::feed::CallFeed;
 use gatehouse_cluster::grants::Grants;
-use gatehouse_registry::ResourceKey;
-use gatehouse_registry::resource::Kind;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,7 +127,7 @@ impl Notifier {
 
     async fn run(self, mut stop: watch::Receiver<bool>) {
         let mut applied = self.shared.cluster.applied.clone();
-        let mut workers: HashMap<ResourceKey, WorkerHandle> = HashMap::new();
+        let mut workers: HashMap<(String, String), WorkerHandle> = HashMap::new();
         loop {
             self.reconcile(&mut workers);
             tokio::select! {
@@ -143,27 +141,21 @@ impl Notifier {
     /// Starts a worker for every webhook whose tenant this node is home to, restarts those whose
     /// webhook changed, and stops the rest (a stopped worker's unmarked notices are the next
     /// home's).
-    fn reconcile(&self, workers: &mut HashMap<ResourceKey, WorkerHandle>) {
+    fn reconcile(&self, workers: &mut HashMap<(String, String), WorkerHandle>) {
         let me = self.shared.cluster.id;
         let registry = self.shared.cluster.registry.read();
-        let wanted: HashMap<ResourceKey, Worker> = registry
+        let wanted: HashMap<(String, String), Worker> = registry
             .webhooks()
             .filter(|w| registry.placement(w.tenant).is_some_and(|p| p.home == me))
             .map(|w| {
-                let key = ResourceKey {
-                    kind: Kind::Webhook,
-                    tenant: Some(w.tenant.to_owned()),
-                    name: w.name.to_owned(),
-                };
-                let generation = registry.generation_of(&key);
                 let worker = Worker {
                     tenant: w.tenant.to_owned(),
                     name: w.name.to_owned(),
                     spec: w.spec.clone(),
                     since: w.since,
-                    generation,
+                    generation: w.generation,
                 };
-                (key, worker)
+                ((worker.tenant.clone(), worker.name.clone()), worker)
             })
             .collect();
         drop(registry);

@@ -8,7 +8,6 @@ use gatehouse_cluster::tls::NodeTls;
 use gatehouse_fronts::mcp::McpSettings;
 use gatehouse_gateway::auth::JwtIssuerConfig;
 use gatehouse_gateway::metrics::MetricsSettings;
-use gatehouse_gateway::notify::NotifySettings;
 use gatehouse_gateway::telemetry::OtlpSettings;
 use std::fmt;
 use std::net::SocketAddr;
@@ -40,8 +39,6 @@ pub struct ServeConfig {
     pub grants: Grants,
     /// Whether `/metrics` names tenants, and the token it requires.
     pub metrics: MetricsSettings,
-    /// How tenants' webhooks are sent.
-    pub notify: NotifySettings,
     /// Between this node and its peers; only tests change it.
     pub filter: SharedFilter,
 }
@@ -64,7 +61,6 @@ impl fmt::Debug for ServeConfig {
             .field("tls", &self.tls)
             .field("grants", &self.grants)
             .field("metrics", &self.metrics)
-            .field("notify", &self.notify)
             .finish_non_exhaustive()
     }
 }

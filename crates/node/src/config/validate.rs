@@ -15,7 +15,6 @@ use gatehouse_cluster::grants::{CredentialConfig, Grants, grants_from_config};
 use gatehouse_cluster::net::OpenNetwork;
 use gatehouse_fronts::mcp::McpSettings;
 use gatehouse_gateway::metrics::{MetricsSettings, ScrapeToken};
-use gatehouse_gateway::notify::NotifySettings;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -90,7 +89,6 @@ impl RawServeConfig {
             tls,
             grants,
             metrics,
-            notify: NotifySettings::default(),
             filter: Arc::new(OpenNetwork),
         })
     }

@@ -194,6 +194,25 @@ pub fn keygen() -> (String, String) {
     )
 }
 
+/// Proposes a call of `tenant`'s `tool` with `args` through `gatehouse call` at `addr`; it must
+/// wait for approval (exit 5, state pending). Its id.
+pub fn propose_pending(addr: &str, key: &str, tenant: &str, tool: &str, args: &Value) -> String {
+    let args = args.to_string();
+    let call = [
+        "call", tool, "--tenant", tenant, "--args", &args, "-o", "json",
+    ];
+    let out = cli(addr, key, &call);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "a call waiting for approval exits 5: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let envelope: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(envelope["state"], "pending");
+    envelope["call_id"].as_str().expect("an id").to_owned()
+}
+
 /// Polls `check` until it gives a value, failing the test after `within`.
 pub fn until<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;

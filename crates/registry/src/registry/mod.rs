@@ -40,6 +40,8 @@ pub struct Webhook<'a> {
     pub spec: &'a WebhookSpec,
     /// When it was created (ms): nothing before is announced.
     pub since: Timestamp,
+    /// Its generation: a change to the webhook changes it.
+    pub generation: u64,
 }
 
 /// A request id already applied, and the answer it got, so a retried proposal gets it again.
@@ -468,6 +470,7 @@ impl Registry {
                 name: &w.metadata.name,
                 spec: &w.spec,
                 since: self.state.webhooks_since.get(&key).copied().unwrap_or(0),
+                generation: stored.generation,
             })
         })
     }

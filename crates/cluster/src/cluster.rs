@@ -16,6 +16,9 @@ const WRITE_DEADLINE: Duration = Duration::from_secs(15);
 /// How long a read that found nothing may spend catching up ([`Cluster::catch_up`]) before it
 /// answers that it could not.
 pub const CATCH_UP: Duration = Duration::from_secs(3);
+/// Longest a forwarded request waits for a leader that is still the leader as far as this node
+/// knows; one that stops being it is given up on at once ([`Cluster::forward`]).
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
@@ -261,7 +264,36 @@ impl Cluster {
         }
     }
 
+    /// Sends `what` to `leader` and waits for its answer, for at most [`FORWARD_TIMEOUT`] and
+    /// only while this node still takes `leader` for the leader: a leader that froze or was cut
+    /// off is replaced within an election, and the caller then retries through the new one
+    /// (under the same request id, so a write the old leader did commit applies once).
     async fn forward(
+        &self,
+        leader: NodeId,
+        addr: &str,
+        what: Forwarded,
+    ) -> anyhow::Result<ForwardReply> {
+        let mut metrics = self.raft.metrics();
+        let superseded = async move {
+            // An error means Raft stopped; the forward's own timeout then ends the wait.
+            if metrics
+                .wait_for(|m| m.current_leader != Some(leader))
+                .await
+                .is_err()
+            {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            reply = tokio::time::timeout(FORWARD_TIMEOUT, self.send_forward(leader, addr, what)) => {
+                reply.map_err(|_| anyhow::anyhow!("leader {leader} did not answer within {FORWARD_TIMEOUT:?}"))?
+            }
+            () = superseded => anyhow::bail!("leader {leader} was superseded while it held the request"),
+        }
+    }
+
+    async fn send_forward(
         &self,
         leader: NodeId,
         addr: &str,
@@ -270,11 +302,9 @@ impl Cluster {
         deliver(&*self.filter, self.id, leader).await?;
         let payload = serde_json::to_vec(&what)?;
         let mut client = self.peers.client(addr)?;
-        let reply = tokio::time::timeout(
-            Duration::from_secs(5),
-            client.forward(self.peers.request(pb::ForwardRequest { payload })),
-        )
-        .await??;
+        let reply = client
+            .forward(self.peers.request(pb::ForwardRequest { payload }))
+            .await?;
         deliver(&*self.filter, leader, self.id).await?;
         Ok(serde_json::from_slice(&reply.into_inner().payload)?)
     }

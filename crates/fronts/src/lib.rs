@@ -7,6 +7,7 @@
 
 pub mod a2a;
 pub mod console;
+pub mod deadline;
 pub mod grpc_health;
 pub mod http;
 pub mod jsonrpc_error;

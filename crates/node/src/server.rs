@@ -47,6 +47,8 @@ use tokio_util::sync::CancellationToken;
 /// Raft and registry messages (snapshot chunks, big apply batches) are larger than tonic's 4 MiB
 /// default.
 const MAX_MESSAGE: usize = gatehouse_cluster::net::MAX_RAFT_MESSAGE;
+/// Streams a client may reset before the server answers them, per connection (h2: 20).
+const MAX_PENDING_RESETS: usize = 1024;
 
 /// How long a stopping node waits for running executions to finish and report.
 const EXECUTION_GRACE: Duration = Duration::from_secs(5);
@@ -179,7 +181,8 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
 
     let secret = files.peer_secret()?;
     let joined = secret.is_some();
-    let peers = Peers::new(secret, PeerTransport::new(config.tls.as_ref()));
+    let peers = Peers::new(secret, PeerTransport::new(config.tls.as_ref()))
+        .connecting_from(identity.grpc.ip());
     let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
     let registry = state_machine.registry();
     let applied = state_machine.applied_watch();
@@ -383,6 +386,11 @@ where
 {
     let reachable_window = (config.raft.election_max * 3).max(Duration::from_secs(1));
     let router = tonic::transport::Server::builder()
+        // A peer back from a partition resets the requests it gave up on while the link was
+        // down; at h2's default of 20 such resets it would be sent away (GOAWAY
+        // `too_many_resets`) and its Raft connection with it.
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_RESETS))
+        .layer(gatehouse_fronts::deadline::DeadlineLayer)
         .add_service(
             RaftServiceServer::new(services::raft::RaftRpc::new(
                 cluster.raft.clone(),

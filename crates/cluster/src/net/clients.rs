@@ -4,6 +4,7 @@
 use super::{PeerTransport, Reachability};
 use gatehouse_proto::v1::raft_service_client::RaftServiceClient;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tonic::metadata::MetadataValue;
@@ -20,6 +21,9 @@ pub struct Peers {
     answered: Arc<RwLock<HashMap<u64, Instant>>>,
     reachability: Reachability,
     transport: PeerTransport,
+    /// The address connections to peers leave from, when the node listens on one loopback
+    /// address ([`Peers::connecting_from`]); the system's choice otherwise.
+    source: Option<IpAddr>,
 }
 
 impl std::fmt::Debug for Peers {
@@ -36,13 +40,25 @@ impl Peers {
             answered: Arc::default(),
             reachability: Reachability::default(),
             transport,
+            source: None,
         }
+    }
+
+    /// Connects to peers from `listening`, the address the node's gRPC listener is bound to,
+    /// when that is a loopback address. Nodes sharing a host on 127.0.0.x addresses then tell
+    /// each other apart by source address as well as by port, so a firewall rule between two of
+    /// them cuts exactly that pair (the fault campaign's partitions rely on it). Any other
+    /// address is left to the system's routing, which knows better which interface reaches a
+    /// peer.
+    pub fn connecting_from(mut self, listening: IpAddr) -> Self {
+        self.source = listening.is_loopback().then_some(listening);
+        self
     }
 
     /// An endpoint for the node at `addr` over the cluster's transport, for calls that do not
     /// use the shared channel (joining, passing a membership call to the leader).
     pub fn endpoint(&self, addr: &str) -> Result<Endpoint, tonic::transport::Error> {
-        self.transport.endpoint(addr)
+        Ok(self.transport.endpoint(addr)?.local_address(self.source))
     }
 
     /// Whether the peer at `addr` and this node accept each other's certificates.

@@ -227,7 +227,18 @@ impl ClusterService for Membership {
                 .status(pass_on(request.metadata(), pb::ClusterStatusRequest {}))
                 .await
         {
-            return Ok(answer);
+            // The leader knows how far it replicated to this node, not how far this node has
+            // applied: a node asked about itself says what it has applied.
+            let own = self.cluster.raft.metrics().borrow().last_applied;
+            let mut answer = answer.into_inner();
+            if let Some(me) = answer
+                .nodes
+                .iter_mut()
+                .find(|n| n.node_id == self.cluster.id)
+            {
+                me.applied_index = own.map_or(0, |l| l.index);
+            }
+            return Ok(Response::new(answer));
         }
         let metrics = self.cluster.raft.metrics().borrow().clone();
         let view = self.view();

@@ -1,0 +1,162 @@
+//! One campaign from start to report: form the cluster, declare the tenant, start the upstream
+//! and the clients, let the nemesis run, heal everything, let the cluster settle, read every
+//! node's view and audit log, and hand the history to the checkers.
+
+use crate::check::{self, Anomaly};
+use crate::client::Recorder;
+use crate::cluster::Cluster;
+use crate::history::{Execution, FaultKind, History, Micros};
+use crate::{nemesis, observe, setup, workload};
+use gatehouse_proto::v1 as pb;
+use gatehouse_tests::upstream::RecordingUpstream;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub seed: u64,
+    /// How long the nemesis runs.
+    pub duration: Duration,
+    /// The mean time between faults.
+    pub every: Duration,
+    pub kinds: Vec<FaultKind>,
+    /// The `gatehouse` binary.
+    pub bin: PathBuf,
+    /// Where the nodes keep their data and logs.
+    pub dir: PathBuf,
+}
+
+/// What a campaign found.
+#[derive(Debug)]
+pub struct Outcome {
+    pub history: History,
+    pub anomalies: Vec<Anomaly>,
+    pub unavailability: BTreeMap<FaultKind, Micros>,
+    /// gRPC codes the clients met, counted.
+    pub errors: BTreeMap<String, usize>,
+}
+
+const REGISTER_CLIENTS: usize = 3;
+const AGENTS: usize = 2;
+
+pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
+    println!(
+        "seed {} (replay with --seed {})",
+        settings.seed, settings.seed
+    );
+    let upstream = RecordingUpstream::start();
+    let mut cluster = Cluster::form(settings.bin.clone(), settings.dir.clone()).await?;
+    let recorder = Recorder::new();
+    declare(&cluster, &upstream.url()).await?;
+
+    let shared = workload::Shared::new(
+        cluster.channels.clone(),
+        recorder.clone(),
+        cluster.admin.clone(),
+    );
+    let mut clients = Vec::new();
+    let mut n = 0;
+    let seed_of = |n: &mut usize| {
+        *n += 1;
+        settings
+            .seed
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .wrapping_add(*n as u64)
+    };
+    for _ in 0..REGISTER_CLIENTS {
+        let seed = seed_of(&mut n);
+        clients.push(tokio::spawn(workload::registers(n, seed, shared.clone())));
+    }
+    for _ in 0..AGENTS {
+        let seed = seed_of(&mut n);
+        clients.push(tokio::spawn(workload::agent(n, seed, shared.clone())));
+    }
+    let seed = seed_of(&mut n);
+    clients.push(tokio::spawn(workload::approvers(n, seed, shared.clone())));
+
+    let until = Instant::now() + settings.duration;
+    let faults = nemesis::run(
+        &mut cluster,
+        settings.seed,
+        &settings.kinds,
+        settings.every,
+        until,
+        &recorder,
+    )
+    .await;
+
+    let healed_at = recorder.now();
+    shared.stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        let _ = client.await;
+    }
+    cluster.heal_all()?;
+    println!("healed; waiting for the cluster to settle");
+    observe::settle(&cluster, Duration::from_secs(60)).await?;
+
+    let mut nodes = BTreeMap::new();
+    for id in cluster.channels.ids() {
+        nodes.insert(id, observe::view(&cluster, id, &recorder).await?);
+    }
+    for (id, view) in &mut nodes {
+        tokio::task::block_in_place(|| cluster.procs.stop(*id, Duration::from_secs(10)));
+        observe::audit(&cluster.procs.data_dir(*id), view);
+    }
+    let executions = upstream
+        .invocations()
+        .into_iter()
+        .map(|i| Execution {
+            call_id: i.call_id,
+            idempotency_key: i.idempotency_key,
+            at: recorder.at_unix_ms(i.at_unix_ms),
+        })
+        .collect();
+    let history = History {
+        seed: settings.seed,
+        ops: recorder.ops(),
+        faults,
+        healed_at,
+        nodes,
+        executions,
+    };
+    Ok(Outcome {
+        anomalies: check::all(&history),
+        unavailability: check::availability::unavailability(&history),
+        errors: recorder.errors(),
+        history,
+    })
+}
+
+/// Applies the campaign's resources through the leader and waits until the tenant has a home.
+async fn declare(cluster: &Cluster, upstream: &str) -> anyhow::Result<()> {
+    let leader = cluster.wait_leader(Duration::from_secs(20)).await?;
+    let mut registry = cluster.channels.registry(leader, &cluster.admin);
+    registry
+        .apply(pb::ApplyRequest {
+            resources: setup::resources(upstream),
+        })
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster.home().await.is_none() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the tenant got no home within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// The gatehouse binary next to this one (both are built into the same target directory), or
+/// `GATEHOUSE_BIN`.
+pub fn default_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("GATEHOUSE_BIN") {
+        return bin.into();
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("gatehouse")))
+        .unwrap_or_else(|| "gatehouse".into())
+}

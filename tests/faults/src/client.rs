@@ -1,0 +1,185 @@
+//! Typed gRPC clients to the nodes, each as one principal, and the recorder every client
+//! writes its operations into.
+
+use crate::history::{Micros, Op, OpKind, Outcome};
+use gatehouse_proto::v1::approval_service_client::ApprovalServiceClient;
+use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
+use gatehouse_proto::v1::gateway_service_client::GatewayServiceClient;
+use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tonic::Code;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// How long a client waits for any one answer.
+pub const DEADLINE: Duration = Duration::from_secs(3);
+
+/// Adds a principal's API key to every request, and the client's deadline.
+#[derive(Clone)]
+pub struct Bearer(MetadataValue<Ascii>);
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Bearer(..)")
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        request.set_timeout(DEADLINE);
+        Ok(request)
+    }
+}
+
+pub type Authed = InterceptedService<Channel, Bearer>;
+
+/// Channels to every node, made once: a lazy channel reconnects after its node restarts.
+#[derive(Debug, Clone, Default)]
+pub struct Channels(Arc<Mutex<BTreeMap<u64, Channel>>>);
+
+impl Channels {
+    pub fn add(&self, id: u64, grpc: &str) -> anyhow::Result<()> {
+        let channel = Channel::from_shared(format!("http://{grpc}"))?
+            .connect_timeout(Duration::from_secs(1))
+            .timeout(DEADLINE)
+            .connect_lazy();
+        self.0.lock().expect("channels").insert(id, channel);
+        Ok(())
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.0.lock().expect("channels").remove(&id);
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.0.lock().expect("channels").keys().copied().collect()
+    }
+
+    /// Node `id`'s channel; a node removed since the caller chose it is answered by another.
+    fn channel(&self, id: u64) -> Channel {
+        let channels = self.0.lock().expect("channels");
+        channels
+            .get(&id)
+            .or_else(|| channels.values().next())
+            .expect("the cluster has a node")
+            .clone()
+    }
+
+    pub fn registry(&self, id: u64, key: &str) -> RegistryServiceClient<Authed> {
+        RegistryServiceClient::with_interceptor(self.channel(id), bearer(key))
+    }
+
+    pub fn gateway(&self, id: u64, key: &str) -> GatewayServiceClient<Authed> {
+        GatewayServiceClient::with_interceptor(self.channel(id), bearer(key))
+    }
+
+    pub fn approvals(&self, id: u64, key: &str) -> ApprovalServiceClient<Authed> {
+        ApprovalServiceClient::with_interceptor(self.channel(id), bearer(key))
+    }
+
+    pub fn cluster(&self, id: u64, key: &str) -> ClusterServiceClient<Authed> {
+        ClusterServiceClient::with_interceptor(self.channel(id), bearer(key))
+            .max_decoding_message_size(64 * 1024 * 1024)
+    }
+}
+
+fn bearer(key: &str) -> Bearer {
+    Bearer(format!("Bearer {key}").parse().expect("API keys are ASCII"))
+}
+
+/// What an error tells about whether the operation took effect.
+pub fn outcome_of(status: &tonic::Status) -> Outcome {
+    match status.code() {
+        Code::InvalidArgument
+        | Code::NotFound
+        | Code::AlreadyExists
+        | Code::PermissionDenied
+        | Code::Unauthenticated
+        | Code::FailedPrecondition
+        | Code::OutOfRange
+        | Code::Unimplemented
+        | Code::ResourceExhausted => Outcome::Failed,
+        Code::Ok
+        | Code::Cancelled
+        | Code::Unknown
+        | Code::DeadlineExceeded
+        | Code::Aborted
+        | Code::Internal
+        | Code::Unavailable
+        | Code::DataLoss => Outcome::Unknown,
+    }
+}
+
+/// The campaign's clock and the history being written.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    start: Instant,
+    /// Unix milliseconds at `start`, to place the upstream's and registry's times.
+    pub start_unix_ms: u64,
+    ops: Arc<Mutex<Vec<Op>>>,
+    /// Error messages of unknown outcomes, counted by code: what the clients met.
+    errors: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            start_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            ops: Arc::default(),
+            errors: Arc::default(),
+        }
+    }
+
+    pub fn now(&self) -> Micros {
+        self.start.elapsed().as_micros() as Micros
+    }
+
+    /// Campaign time of a Unix millisecond timestamp (0 if before the campaign).
+    pub fn at_unix_ms(&self, unix_ms: u64) -> Micros {
+        unix_ms.saturating_sub(self.start_unix_ms) * 1000
+    }
+
+    pub fn record(&self, client: usize, node: u64, invoke: Micros, outcome: Outcome, kind: OpKind) {
+        let complete = self.now();
+        self.ops.lock().expect("history").push(Op {
+            client,
+            node,
+            invoke,
+            complete,
+            outcome,
+            kind,
+        });
+    }
+
+    pub fn note_error(&self, status: &tonic::Status) {
+        let key = format!("{:?}", status.code());
+        *self.errors.lock().expect("errors").entry(key).or_default() += 1;
+    }
+
+    pub fn ops(&self) -> Vec<Op> {
+        self.ops.lock().expect("history").clone()
+    }
+
+    pub fn errors(&self) -> BTreeMap<String, usize> {
+        self.errors.lock().expect("errors").clone()
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}

@@ -1,0 +1,65 @@
+//! The campaign's report: what the clients did, which faults struck, how long writes stalled
+//! under each kind of fault, and every anomaly the checkers found.
+
+use crate::campaign::Outcome;
+use crate::history::{OpKind, Outcome as OpOutcome};
+use crate::nemesis::ALL;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+pub fn render(outcome: &Outcome) -> String {
+    let history = &outcome.history;
+    let mut out = String::new();
+    let _ = writeln!(out, "\n== fault campaign, seed {}", history.seed);
+
+    let mut ops: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+    for op in &history.ops {
+        let name = match &op.kind {
+            OpKind::Write { .. } => "registry write",
+            OpKind::Read { .. } => "linearizable read",
+            OpKind::Propose { .. } => "propose",
+            OpKind::Decide { .. } => "decide",
+        };
+        let slot = match op.outcome {
+            OpOutcome::Ok => 0,
+            OpOutcome::Failed => 1,
+            OpOutcome::Unknown => 2,
+        };
+        ops.entry(name).or_default()[slot] += 1;
+    }
+    let _ = writeln!(out, "operations: {}", history.ops.len());
+    for (name, [ok, failed, unknown]) in &ops {
+        let _ = writeln!(
+            out,
+            "  {name:<18} ok {ok:>6}  failed {failed:>5}  unknown {unknown:>5}"
+        );
+    }
+    let executions = history.executions.len();
+    let _ = writeln!(out, "upstream executions: {executions}");
+
+    let _ = writeln!(out, "faults: {}", history.faults.len());
+    let _ = writeln!(
+        out,
+        "  {:<16} {:>5} {:>28}",
+        "kind", "count", "longest write stall (s)"
+    );
+    for kind in ALL {
+        let count = history.faults.iter().filter(|f| f.kind == kind).count();
+        if count == 0 {
+            continue;
+        }
+        let stall = outcome
+            .unavailability
+            .get(&kind)
+            .map_or_else(|| "-".to_owned(), |us| format!("{:.2}", *us as f64 / 1e6));
+        let _ = writeln!(out, "  {:<16} {count:>5} {stall:>28}", format!("{kind:?}"));
+    }
+    if !outcome.errors.is_empty() {
+        let _ = writeln!(out, "errors the clients met, by code: {:?}", outcome.errors);
+    }
+    let _ = writeln!(out, "anomalies: {}", outcome.anomalies.len());
+    for anomaly in &outcome.anomalies {
+        let _ = writeln!(out, "  [{}] {}", anomaly.checker, anomaly.what);
+    }
+    out
+}

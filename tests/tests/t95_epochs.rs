@@ -50,6 +50,7 @@ fn claim(call: &str, node: u64, epoch: u64) -> Command {
         node,
         epoch,
         claim_id: format!("claim_stale_{node}_{epoch}"),
+        replaces_unsent: None,
     }
 }
 

@@ -75,4 +75,12 @@ pub struct ExecError {
 /// the executor, decides when one is allowed.
 pub trait Executor: Send + Sync + 'static {
     fn execute(&self, execution: Execution) -> BoxFuture<'static, Result<ToolOutput, ExecError>>;
+
+    /// Whether this node certainly never sent a request under `claim`, one of its own claims
+    /// that nothing runs under now: then the call may be claimed again instead of ending
+    /// `outcome_unknown`. Only an executor that keeps a durable record before every request can
+    /// know; the default says it cannot.
+    fn never_sent(&self, _claim: &gatehouse_registry::call::Claim) -> bool {
+        false
+    }
 }

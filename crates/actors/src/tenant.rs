@@ -124,10 +124,13 @@ impl TenantState {
         let now = now_ms();
         let due = {
             let tracked = context.tracker.lock();
+            let never_sent =
+                |claim: &gatehouse_registry::call::Claim| context.executor.never_sent(claim);
             let activity = NodeActivity {
                 node: context.node,
                 live_claims: &tracked.live_claims,
                 in_flight: &tracked.in_flight,
+                never_sent: &never_sent,
             };
             home_duties(placement, &calls, activity, now)
         };
@@ -182,8 +185,12 @@ impl TenantState {
                     };
                     settle(&context, &call, "mark unknown", command).await;
                 }
-                Duty::ClaimAndRun { call, epoch } => {
-                    claim_and_run(&context, &handle, call, epoch).await;
+                Duty::ClaimAndRun {
+                    call,
+                    epoch,
+                    replaces_unsent,
+                } => {
+                    claim_and_run(&context, &handle, call, epoch, replaces_unsent).await;
                 }
             }
             // The actor may have been restarted or passivated meanwhile; then there is nobody
@@ -242,6 +249,7 @@ async fn claim_and_run(
     handle: &TenantHandle,
     call: CallId,
     epoch: u64,
+    replaces_unsent: Option<String>,
 ) {
     let claim_id = format!("claim_{}", uuid::Uuid::new_v4().simple());
     // Live before it can be seen committed: see `DutyTracker::claim`.
@@ -253,6 +261,7 @@ async fn claim_and_run(
             node: context.node,
             epoch,
             claim_id: claim_id.clone(),
+            replaces_unsent,
         })
         .await;
     context.tracker.end(&call);

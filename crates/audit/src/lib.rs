@@ -43,7 +43,7 @@ mod verify;
 
 pub use log::{AuditLog, Stats};
 pub use record::{Entry, GENESIS, Kind, Record};
-pub use verify::{Verified, VerifyError, tail, verify};
+pub use verify::{Verified, VerifyError, since, tail, verify};
 
 /// The name of the log file inside a log directory.
 pub const LOG_FILE: &str = files::LOG;

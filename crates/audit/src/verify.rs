@@ -179,6 +179,25 @@ pub fn tail(dir: &Path, n: usize) -> io::Result<Vec<Record>> {
         .collect()
 }
 
+/// The records from the end of the log back to `at_ms`, oldest first, and whether that is every
+/// record written at or after `at_ms`: true when the read went back past a record older than
+/// `at_ms`, or to the log's first record ever (the one after [`GENESIS`](crate::GENESIS)); false
+/// when the file begins later (its start was cut away). Reads from the end in growing steps,
+/// so a recent `at_ms` costs little however long the log is.
+pub fn since(dir: &Path, at_ms: u64) -> io::Result<(Vec<Record>, bool)> {
+    let mut n = 256;
+    loop {
+        let records = tail(dir, n)?;
+        let whole_file = records.len() < n;
+        let reached = records.first().is_some_and(|r| r.at_ms < at_ms);
+        if reached || whole_file {
+            let complete = reached || records.first().is_none_or(|r| r.prev == crate::GENESIS);
+            return Ok((records, complete));
+        }
+        n *= 4;
+    }
+}
+
 enum Line {
     Complete(Vec<u8>),
     /// The last bytes of the file, with no newline after them.

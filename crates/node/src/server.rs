@@ -226,6 +226,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             executor.clone(),
             cluster.registry.clone(),
             audit.clone(),
+            files.audit_dir(),
         )),
     )
     .await?;

@@ -73,6 +73,12 @@ pub enum Command {
         node: NodeId,
         epoch: u64,
         claim_id: String,
+        /// The claimant's own earlier claim of the call under which, it attests, no request was
+        /// ever sent (its audit log holds no execution start for it): such a claim may be
+        /// replaced even for a call that is not safe to run twice. Absent in a first claim, and
+        /// in commands written before re-claims existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces_unsent: Option<String>,
     },
     Complete {
         call_id: CallId,

@@ -2,7 +2,7 @@
 //! under each kind of fault, and every anomaly the checkers found.
 
 use crate::campaign::Outcome;
-use crate::history::{OpKind, Outcome as OpOutcome};
+use crate::history::{FaultKind, OpKind, Outcome as OpOutcome};
 use crate::nemesis::ALL;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -36,6 +36,34 @@ pub fn render(outcome: &Outcome) -> String {
     }
     let executions = history.executions.len();
     let _ = writeln!(out, "upstream executions: {executions}");
+    // Any node's view: the checkers have already compared them.
+    if let Some(view) = history.nodes.values().next() {
+        let unknown = view
+            .calls
+            .values()
+            .filter(|c| c.state == "outcome_unknown")
+            .count();
+        let claimed = view
+            .calls
+            .values()
+            .filter(|c| c.claimed_by.is_some())
+            .count();
+        let kills = history
+            .faults
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.kind,
+                    FaultKind::KillHome | FaultKind::KillLeader | FaultKind::KillRandom
+                )
+            })
+            .count();
+        let _ = writeln!(
+            out,
+            "calls: {} ({claimed} claimed), outcome_unknown {unknown} after {kills} kills",
+            view.calls.len()
+        );
+    }
 
     let _ = writeln!(out, "faults: {}", history.faults.len());
     let _ = writeln!(

@@ -65,6 +65,7 @@ fn duties(placement: Option<Placement>, calls: &[Call], live: &[&str], now: u64)
         node: ME,
         live_claims: &live,
         in_flight: &in_flight,
+        never_sent: &|_: &Claim| false,
     };
     home_duties(placement, calls, activity, now)
 }
@@ -99,7 +100,8 @@ fn approved_calls_are_claimed_and_the_next_deadline_is_woken_for() {
         due.duties,
         [Duty::ClaimAndRun {
             call: id("a"),
-            epoch: 2
+            epoch: 2,
+            replaces_unsent: None
         }]
     );
     assert_eq!(due.wake_at, Some(800));
@@ -164,7 +166,8 @@ fn a_claim_lost_by_an_old_home_is_marked_unknown_unless_retry_safe() {
         duties(home(2), &[safe], &[], 100).duties,
         [Duty::ClaimAndRun {
             call: id("a"),
-            epoch: 2
+            epoch: 2,
+            replaces_unsent: None
         }]
     );
 }
@@ -191,6 +194,7 @@ fn a_call_with_a_proposal_in_flight_is_skipped() {
         node: ME,
         live_claims: &live,
         in_flight: &in_flight,
+        never_sent: &|_: &Claim| false,
     };
     assert!(
         home_duties(home(1), &calls, activity, 900)
@@ -211,6 +215,50 @@ fn a_moving_home_takes_back_its_own_lost_retry_safe_claim() {
     assert_eq!(
         duties(moving, &[mine], &[], 100).duties,
         [Duty::ClaimAndRun {
+            call: id("a"),
+            epoch: 2,
+            replaces_unsent: None
+        }]
+    );
+}
+
+#[test]
+fn this_nodes_own_lost_claim_that_never_sent_is_claimed_again_not_marked_unknown() {
+    let mine = claimed(call("a", CallState::Approved), ME, 2, "c1");
+    let theirs = claimed(call("b", CallState::Approved), 2, 1, "c9");
+    let live = HashMap::new();
+    let in_flight = HashSet::new();
+    // The executor vouches for c1 and, wrongly, for c9: only the node's own claim counts.
+    let never_sent = |claim: &Claim| claim.claim_id == "c1" || claim.claim_id == "c9";
+    let activity = NodeActivity {
+        node: ME,
+        live_claims: &live,
+        in_flight: &in_flight,
+        never_sent: &never_sent,
+    };
+    assert_eq!(
+        home_duties(home(2), &[mine.clone(), theirs], activity, 100).duties,
+        [
+            Duty::ClaimAndRun {
+                call: id("a"),
+                epoch: 2,
+                replaces_unsent: Some("c1".into())
+            },
+            Duty::MarkUnknown {
+                call: id("b"),
+                epoch: 2
+            }
+        ]
+    );
+    // One that may have been sent stays a question for a person.
+    let maybe = |_: &Claim| false;
+    let activity = NodeActivity {
+        never_sent: &maybe,
+        ..activity
+    };
+    assert_eq!(
+        home_duties(home(2), &[mine], activity, 100).duties,
+        [Duty::MarkUnknown {
             call: id("a"),
             epoch: 2
         }]

@@ -5,6 +5,10 @@
 //! fails with an error saying so, and the actor reports that as the call's outcome (`failed`).
 //! The node knows for certain the upstream was not called, so the failover rules' `outcome
 //! unknown` would be false, and a re-claim would meet the same broken log.
+//!
+//! The same records answer, after a crash, whether a claim of this node's ever sent its request
+//! ([`Executor::never_sent`]): a claim with no start record was not sent, and its call is
+//! claimed again rather than left `outcome_unknown` for a person.
 
 use super::audit::{self, execution_entry, execution_outcome};
 use futures::FutureExt;
@@ -12,12 +16,26 @@ use futures::future::BoxFuture;
 use gatehouse_actors::{ExecError, Execution, Executor, ToolOutput};
 use gatehouse_audit::AuditLog;
 use gatehouse_raft_store::SharedRegistry;
-use std::sync::Arc;
+use gatehouse_registry::call::Claim;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// How far before a claim's time its start record is looked for: the claim's time is the
+/// proposing node's clock, the record's the same node's a moment later, so only a clock stepped
+/// back between the two could put the record earlier.
+const CLOCK_SLACK_MS: u64 = 60_000;
 
 pub struct Audited {
     inner: Arc<dyn Executor>,
     registry: SharedRegistry,
     audit: AuditLog,
+    /// The audit log's directory, read back for start records of claims of an earlier run.
+    audit_dir: PathBuf,
+    /// Claims this process began an execution under, from just before their start record.
+    started: Arc<Mutex<HashSet<String>>>,
+    /// What the log said about claims asked after: never sent (true) or maybe sent.
+    answered: Mutex<HashMap<String, bool>>,
 }
 
 impl std::fmt::Debug for Audited {
@@ -27,11 +45,39 @@ impl std::fmt::Debug for Audited {
 }
 
 impl Audited {
-    pub fn new(inner: Arc<dyn Executor>, registry: SharedRegistry, audit: AuditLog) -> Self {
+    pub fn new(
+        inner: Arc<dyn Executor>,
+        registry: SharedRegistry,
+        audit: AuditLog,
+        audit_dir: PathBuf,
+    ) -> Self {
         Audited {
             inner,
             registry,
             audit,
+            audit_dir,
+            started: Arc::default(),
+            answered: Mutex::default(),
+        }
+    }
+
+    /// Reads the log back to `claim`'s time for a start record under it. Anything short of a
+    /// complete read that found none (an unreadable log, a log whose start was cut away) is
+    /// "maybe sent".
+    fn no_start_record(&self, claim: &Claim) -> bool {
+        let since = claim.at.saturating_sub(CLOCK_SLACK_MS);
+        match gatehouse_audit::since(&self.audit_dir, since) {
+            Ok((records, complete)) => {
+                complete
+                    && !records.iter().any(|r| {
+                        r.entry.decision.as_deref() == Some("execute")
+                            && r.entry.claim_id.as_deref() == Some(claim.claim_id.as_str())
+                    })
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, claim = %claim.claim_id, "the audit log could not be read back; the claim counts as maybe sent");
+                false
+            }
         }
     }
 }
@@ -45,6 +91,14 @@ impl Executor for Audited {
         };
         let inner = self.inner.clone();
         let audit = self.audit.clone();
+        if let Some(claim) = &execution.claim_id {
+            // Before the record, so that no moment exists in which the request may go out and
+            // the claim still reads as never sent.
+            self.started
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(claim.clone());
+        }
         async move {
             if let Err(e) = audit.record_durable(start.clone()).await {
                 return Err(ExecError {
@@ -64,6 +118,31 @@ impl Executor for Audited {
             result
         }
         .boxed()
+    }
+
+    fn never_sent(&self, claim: &Claim) -> bool {
+        if self
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&claim.claim_id)
+        {
+            return false;
+        }
+        if let Some(known) = self
+            .answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&claim.claim_id)
+        {
+            return *known;
+        }
+        let never = self.no_start_record(claim);
+        self.answered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(claim.claim_id.clone(), never);
+        never
     }
 }
 
@@ -113,7 +192,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = AuditLog::open(dir.path(), 1).unwrap();
         let upstream = Arc::new(Counting::default());
-        let audited = Audited::new(upstream.clone(), SharedRegistry::default(), log.clone());
+        let audited = Audited::new(
+            upstream.clone(),
+            SharedRegistry::default(),
+            log.clone(),
+            dir.path().to_owned(),
+        );
         audited.execute(execution()).await.unwrap();
         assert_eq!(upstream.0.load(Ordering::SeqCst), 1);
         let written = records(dir.path());
@@ -138,7 +222,12 @@ mod tests {
         let log = AuditLog::open(dir.path(), 1).unwrap();
         log.inject_write_failure("disk full (injected)");
         let upstream = Arc::new(Counting::default());
-        let audited = Audited::new(upstream.clone(), SharedRegistry::default(), log.clone());
+        let audited = Audited::new(
+            upstream.clone(),
+            SharedRegistry::default(),
+            log.clone(),
+            dir.path().to_owned(),
+        );
         let refused = audited.execute(execution()).await.unwrap_err();
         assert!(
             refused.message.contains("not sent to the upstream")
@@ -148,5 +237,54 @@ mod tests {
         assert_eq!(upstream.0.load(Ordering::SeqCst), 0);
         log.close().await;
         assert!(records(dir.path()).is_empty());
+    }
+
+    fn claim(id: &str, at: u64) -> Claim {
+        Claim {
+            claim_id: id.into(),
+            node: 1,
+            epoch: 1,
+            at,
+        }
+    }
+
+    #[tokio::test]
+    async fn after_a_restart_a_claim_reads_as_never_sent_only_without_a_start_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = gatehouse_cluster::cluster::now_ms();
+        // The run before the crash: claim_1's request went out.
+        let log = AuditLog::open(dir.path(), 1).unwrap();
+        let upstream = Arc::new(Counting::default());
+        let first = Audited::new(
+            upstream.clone(),
+            SharedRegistry::default(),
+            log.clone(),
+            dir.path().to_owned(),
+        );
+        first.execute(execution()).await.unwrap();
+        log.close().await;
+
+        let log = AuditLog::open(dir.path(), 1).unwrap();
+        let second = Audited::new(
+            upstream.clone(),
+            SharedRegistry::default(),
+            log.clone(),
+            dir.path().to_owned(),
+        );
+        assert!(
+            !second.never_sent(&claim("claim_1", before)),
+            "its start record is in the log"
+        );
+        assert!(
+            second.never_sent(&claim("claim_2", before)),
+            "no record names it"
+        );
+        // A claim this run began under counts as sent before its record is even written.
+        log.inject_write_failure("disk full (injected)");
+        let mut third = execution();
+        third.claim_id = Some("claim_3".into());
+        second.execute(third).await.unwrap_err();
+        assert!(!second.never_sent(&claim("claim_3", before)));
+        log.close().await;
     }
 }

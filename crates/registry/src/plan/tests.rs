@@ -235,6 +235,7 @@ fn a_planned_call_goes_through_approval_to_completion() {
             node: 1,
             epoch: 1,
             claim_id: "c".into(),
+            replaces_unsent: None,
         },
     )
     .unwrap();

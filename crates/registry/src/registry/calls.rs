@@ -196,6 +196,7 @@ impl Registry {
         node: NodeId,
         epoch: u64,
         claim_id: &str,
+        replaces_unsent: Option<&str>,
         at: Timestamp,
     ) -> Result<Response, ApplyError> {
         let call = self.call_in(id, &[CallState::Approved, CallState::Executing], "claimed")?;
@@ -204,7 +205,12 @@ impl Registry {
                 .claim
                 .as_ref()
                 .is_some_and(|c| claim_lost(c, node, epoch));
-            if !(call.spec.retry_safe && lost) {
+            // Only the claimant knows whether it sent the request, so only it may say it did not.
+            let unsent = call
+                .claim
+                .as_ref()
+                .is_some_and(|c| c.node == node && replaces_unsent == Some(c.claim_id.as_str()));
+            if !((call.spec.retry_safe && lost) || unsent) {
                 return Err(ApplyError::WrongState {
                     call: id.clone(),
                     state: call.state,

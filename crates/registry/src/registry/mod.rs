@@ -169,7 +169,15 @@ impl Registry {
                 node,
                 epoch,
                 claim_id,
-            } => self.claim(call_id, *node, *epoch, claim_id, at)?,
+                replaces_unsent,
+            } => self.claim(
+                call_id,
+                *node,
+                *epoch,
+                claim_id,
+                replaces_unsent.as_deref(),
+                at,
+            )?,
             Command::Complete {
                 call_id,
                 claim_id,

@@ -206,6 +206,7 @@ impl Harness {
             node,
             epoch,
             claim_id: claim.into(),
+            replaces_unsent: None,
         })
     }
 }
@@ -372,6 +373,7 @@ fn n_of_m_approvals_then_claim_and_complete() {
         node: 1,
         epoch: 1,
         claim_id: "c2".into(),
+        replaces_unsent: None,
     });
     assert!(
         matches!(err, ApplyError::WrongState { .. }),
@@ -386,6 +388,67 @@ fn n_of_m_approvals_then_claim_and_complete() {
     h.ok(Command::Complete {
         call_id: id.clone(),
         claim_id: "c1".into(),
+        outcome: done(),
+    });
+    assert_eq!(h.state_of(&id), CallState::Succeeded);
+}
+
+#[test]
+fn a_claim_its_claimant_never_sent_may_be_replaced_by_that_claimant_only() {
+    let mut h = Harness::new();
+    let id = h.propose(None, "{}", 1);
+    h.approve(&id, "alice").unwrap();
+    h.claim(&id, 1, 1, "c1").unwrap();
+    let reclaim = |node, claim: &str, unsent: &str| Command::Claim {
+        call_id: id.clone(),
+        node,
+        epoch: node,
+        claim_id: claim.into(),
+        replaces_unsent: Some(unsent.into()),
+    };
+    // Naming a claim that is not the live one proves nothing.
+    let err = h.refused(reclaim(1, "c2", "c0"));
+    assert!(matches!(err, ApplyError::WrongState { .. }), "{err}");
+    // Another node cannot know what node 1 sent, even as the new home.
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 2,
+        epoch: 2,
+    });
+    let err = h.refused(reclaim(2, "c2", "c1"));
+    assert!(matches!(err, ApplyError::WrongState { .. }), "{err}");
+    h.ok(Command::Place {
+        tenant: "acme".into(),
+        home: 1,
+        epoch: 3,
+    });
+    h.ok(Command::Claim {
+        call_id: id.clone(),
+        node: 1,
+        epoch: 3,
+        claim_id: "c2".into(),
+        replaces_unsent: Some("c1".into()),
+    });
+    assert_eq!(
+        h.registry
+            .call(&id)
+            .unwrap()
+            .claim
+            .as_ref()
+            .unwrap()
+            .claim_id,
+        "c2"
+    );
+    // The replaced claim is gone: it cannot report, the new one can.
+    let err = h.refused(Command::Complete {
+        call_id: id.clone(),
+        claim_id: "c1".into(),
+        outcome: done(),
+    });
+    assert!(matches!(err, ApplyError::ClaimMismatch { .. }), "{err}");
+    h.ok(Command::Complete {
+        call_id: id.clone(),
+        claim_id: "c2".into(),
         outcome: done(),
     });
     assert_eq!(h.state_of(&id), CallState::Succeeded);
@@ -840,6 +903,7 @@ fn step_command(h: &Harness, kind: u8, arg: u8) -> Command {
             node: 1,
             epoch: 1,
             claim_id: format!("c{arg}"),
+            replaces_unsent: None,
         },
         6 => Command::Complete {
             call_id: pick(arg),

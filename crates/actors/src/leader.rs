@@ -65,18 +65,26 @@ pub(crate) async fn lead(context: Arc<NodeContext>, mut stop: watch::Receiver<bo
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct VoterView {
     voters: Vec<NodeId>,
+    /// Learners: a voter being removed is one while its tenants move away.
+    learners: Vec<NodeId>,
     reachable: Vec<NodeId>,
 }
 
 fn voter_view(context: &NodeContext, settled: bool) -> VoterView {
     let window = context.settings.home_unreachable_after;
     let voters = context.cluster.voters();
+    let learners = context.cluster.learners();
     let reachable = voters
         .iter()
+        .chain(&learners)
         .copied()
         .filter(|n| !settled || context.cluster.reachable(*n, window))
         .collect();
-    VoterView { voters, reachable }
+    VoterView {
+        voters,
+        learners,
+        reachable,
+    }
 }
 
 /// The next step for every tenant that may need one: unplaced tenants, tenants with unfinished
@@ -108,7 +116,9 @@ fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Ve
                 placement,
                 busy: busy.contains(tenant),
             };
-            next_step(view_of, &view.voters, |node| view.reachable.contains(&node))
+            next_step(view_of, &view.voters, &view.learners, |node| {
+                view.reachable.contains(&node)
+            })
         })
         .take(STEPS_PER_REVIEW)
         .collect()

@@ -1,6 +1,7 @@
 //! Where each tenant's queue lives, decided by the leader as a plain function: rendezvous hashing
 //! over the reachable voters, a planned move in two steps (start the move, then place once the old
-//! home's executions have finished), and an unreachable or removed home replaced at once.
+//! home's executions have finished), also away from a voter being removed (a learner now, until
+//! its tenants have left), and an unreachable or removed home replaced at once.
 
 use gatehouse_registry::Command;
 use gatehouse_registry::call::NodeId;
@@ -30,11 +31,12 @@ pub struct TenantView<'a> {
 }
 
 /// The command that moves a tenant one step toward its rightful home, if it needs one.
-/// `voters` are the current voters; `reachable` says whether one answered the leader recently
-/// enough.
+/// `voters` are the current voters, `learners` the learners (a voter being removed is one until
+/// its tenants have moved); `reachable` says whether a node answered the leader recently enough.
 pub fn next_step(
     view: TenantView<'_>,
     voters: &[NodeId],
+    learners: &[NodeId],
     reachable: impl Fn(NodeId) -> bool,
 ) -> Option<Command> {
     let candidates: Vec<NodeId> = voters.iter().copied().filter(|n| reachable(*n)).collect();
@@ -47,7 +49,10 @@ pub fn next_step(
     let Some(current) = view.placement else {
         return Some(place(1));
     };
-    let home_alive = voters.contains(&current.home) && reachable(current.home);
+    // A home that was demoted to learner is alive: it is drained by a planned move, so its
+    // running executions finish and report instead of ending unknown.
+    let member = voters.contains(&current.home) || learners.contains(&current.home);
+    let home_alive = member && reachable(current.home);
     if !home_alive {
         // Nobody can hear from the old home: waiting for it to drain could take forever. Its
         // claims become stale with the new epoch, so it can neither claim nor expire anymore.

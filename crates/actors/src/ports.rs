@@ -27,6 +27,11 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn is_leader(&self) -> bool;
     /// The current voters.
     fn voters(&self) -> Vec<NodeId>;
+    /// The cluster's learners, as this node's Raft metrics say: among them, a voter being
+    /// removed, which drains its tenants before it leaves.
+    fn learners(&self) -> Vec<NodeId> {
+        Vec::new()
+    }
     /// Whether `node` answered this node within `window` (always true for this node itself).
     fn reachable(&self, node: NodeId, window: Duration) -> bool;
 }

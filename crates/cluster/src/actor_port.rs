@@ -37,6 +37,16 @@ impl ClusterPort for Cluster {
             .collect()
     }
 
+    fn learners(&self) -> Vec<NodeId> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .learner_ids()
+            .collect()
+    }
+
     fn reachable(&self, node: NodeId, window: Duration) -> bool {
         node == self.id || self.peers.answered_within(node, window)
     }

@@ -100,6 +100,10 @@ impl ClusterPort for AuditedPort {
         ClusterPort::voters(&self.cluster)
     }
 
+    fn learners(&self) -> Vec<NodeId> {
+        ClusterPort::learners(&self.cluster)
+    }
+
     fn reachable(&self, node: NodeId, window: Duration) -> bool {
         ClusterPort::reachable(&self.cluster, node, window)
     }

@@ -5,7 +5,7 @@
 use crate::check::{self, Anomaly};
 use crate::client::Recorder;
 use crate::cluster::Cluster;
-use crate::history::{Execution, FaultKind, History, Micros};
+use crate::history::{Execution, FaultKind, History, Micros, NodeView};
 use crate::{nemesis, observe, setup, workload};
 use gatehouse_proto::v1 as pb;
 use gatehouse_tests::upstream::RecordingUpstream;
@@ -38,7 +38,7 @@ pub struct Outcome {
     pub errors: BTreeMap<String, usize>,
 }
 
-const REGISTER_CLIENTS: usize = 3;
+const REGISTER_CLIENTS: usize = 6;
 const AGENTS: usize = 2;
 
 pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
@@ -94,15 +94,16 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
     }
     cluster.heal_all()?;
     println!("healed; waiting for the cluster to settle");
-    observe::settle(&cluster, Duration::from_secs(60)).await?;
-
-    let mut nodes = BTreeMap::new();
-    for id in cluster.channels.ids() {
-        nodes.insert(id, observe::view(&cluster, id, &recorder).await?);
-    }
+    let mut nodes = observe::views(&cluster, &recorder).await?;
     for (id, view) in &mut nodes {
         tokio::task::block_in_place(|| cluster.procs.stop(*id, Duration::from_secs(10)));
         observe::audit(&cluster.procs.data_dir(*id), view);
+    }
+    let mut retired = BTreeMap::new();
+    for id in cluster.retired() {
+        let mut view = NodeView::default();
+        observe::audit(&cluster.procs.data_dir(id), &mut view);
+        retired.insert(id, view);
     }
     let executions = upstream
         .invocations()
@@ -119,6 +120,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
         faults,
         healed_at,
         nodes,
+        retired,
         executions,
     };
     Ok(Outcome {

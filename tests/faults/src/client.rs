@@ -15,12 +15,13 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-/// How long a client waits for any one answer.
-pub const DEADLINE: Duration = Duration::from_secs(3);
+/// How long a client waits for any one answer: short, so that a client that picked a frozen or
+/// cut-off node moves on while the others show whether the cluster takes writes.
+pub const DEADLINE: Duration = Duration::from_secs(2);
 
 /// Adds a principal's API key to every request, and the client's deadline.
 #[derive(Clone)]
-pub struct Bearer(MetadataValue<Ascii>);
+pub struct Bearer(MetadataValue<Ascii>, Duration);
 
 impl std::fmt::Debug for Bearer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,24 +37,36 @@ impl Interceptor for Bearer {
         request
             .metadata_mut()
             .insert("authorization", self.0.clone());
-        request.set_timeout(DEADLINE);
+        request.set_timeout(self.1);
         Ok(request)
     }
 }
 
 pub type Authed = InterceptedService<Channel, Bearer>;
 
-/// Channels to every node, made once: a lazy channel reconnects after its node restarts.
+/// How to reach one node: a gRPC channel made once (a lazy channel reconnects after its node
+/// restarts), and its HTTP listener's address.
+#[derive(Debug, Clone)]
+struct Reach {
+    channel: Channel,
+    http: String,
+}
+
+/// Every node's reach, by id.
 #[derive(Debug, Clone, Default)]
-pub struct Channels(Arc<Mutex<BTreeMap<u64, Channel>>>);
+pub struct Channels(Arc<Mutex<BTreeMap<u64, Reach>>>);
 
 impl Channels {
-    pub fn add(&self, id: u64, grpc: &str) -> anyhow::Result<()> {
+    pub fn add(&self, id: u64, grpc: &str, http: &str) -> anyhow::Result<()> {
+        // Each request carries its own deadline (`Bearer`).
         let channel = Channel::from_shared(format!("http://{grpc}"))?
             .connect_timeout(Duration::from_secs(1))
-            .timeout(DEADLINE)
             .connect_lazy();
-        self.0.lock().expect("channels").insert(id, channel);
+        let reach = Reach {
+            channel,
+            http: http.to_owned(),
+        };
+        self.0.lock().expect("channels").insert(id, reach);
         Ok(())
     }
 
@@ -65,14 +78,23 @@ impl Channels {
         self.0.lock().expect("channels").keys().copied().collect()
     }
 
-    /// Node `id`'s channel; a node removed since the caller chose it is answered by another.
-    fn channel(&self, id: u64) -> Channel {
+    /// Node `id`'s reach; a node removed since the caller chose it is answered by another.
+    fn reach(&self, id: u64) -> Reach {
         let channels = self.0.lock().expect("channels");
         channels
             .get(&id)
             .or_else(|| channels.values().next())
             .expect("the cluster has a node")
             .clone()
+    }
+
+    fn channel(&self, id: u64) -> Channel {
+        self.reach(id).channel
+    }
+
+    /// `host:port` of node `id`'s HTTP listener.
+    pub fn http(&self, id: u64) -> String {
+        self.reach(id).http
     }
 
     pub fn registry(&self, id: u64, key: &str) -> RegistryServiceClient<Authed> {
@@ -91,11 +113,21 @@ impl Channels {
         ClusterServiceClient::with_interceptor(self.channel(id), bearer(key))
             .max_decoding_message_size(64 * 1024 * 1024)
     }
+
+    /// The cluster API with a deadline long enough for a membership change: removing a voter
+    /// waits for its tenants to move away.
+    pub fn membership(&self, id: u64, key: &str) -> ClusterServiceClient<Authed> {
+        let admin = Bearer(bearer(key).0, MEMBERSHIP_DEADLINE);
+        ClusterServiceClient::with_interceptor(self.channel(id), admin)
+    }
 }
 
 fn bearer(key: &str) -> Bearer {
-    Bearer(format!("Bearer {key}").parse().expect("API keys are ASCII"))
+    let value = format!("Bearer {key}").parse().expect("API keys are ASCII");
+    Bearer(value, DEADLINE)
 }
+
+const MEMBERSHIP_DEADLINE: Duration = Duration::from_secs(60);
 
 /// What an error tells about whether the operation took effect.
 pub fn outcome_of(status: &tonic::Status) -> Outcome {

@@ -21,6 +21,8 @@ pub struct Cluster {
     pub admin: String,
     /// Ids never come back: the next node added gets this one.
     next_id: u64,
+    /// Nodes removed from the cluster; their data directories stay for the audit check.
+    retired: Vec<u64>,
 }
 
 impl Cluster {
@@ -45,8 +47,10 @@ impl Cluster {
             channels: Channels::default(),
             admin,
             next_id: 2,
+            retired: Vec::new(),
         };
-        cluster.channels.add(1, &cluster.procs.nodes[&1].grpc)?;
+        let first = &cluster.procs.nodes[&1];
+        cluster.channels.add(1, &first.grpc, &first.http)?;
         cluster.wait_leader(Duration::from_secs(30)).await?;
         for _ in 0..2 {
             cluster.add_voter().await?;
@@ -118,7 +122,8 @@ impl Cluster {
         let join = self.procs.nodes[&leader].grpc.clone();
         let admin = self.admin.clone();
         tokio::task::block_in_place(|| self.procs.start(id, &["--join", &join], Some(&admin)))?;
-        self.channels.add(id, &self.procs.nodes[&id].grpc)?;
+        let node = &self.procs.nodes[&id];
+        self.channels.add(id, &node.grpc, &node.http)?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let leader = self.wait_leader(Duration::from_secs(20)).await?;
@@ -148,7 +153,7 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let leader = self.wait_leader(Duration::from_secs(20)).await?;
-            let mut client = self.channels.cluster(leader, &self.admin);
+            let mut client = self.channels.membership(leader, &self.admin);
             match client.remove(pb::RemoveRequest { node_id: id }).await {
                 Ok(_) => break,
                 Err(e) if Instant::now() > deadline => bail!("removing node {id}: {e}"),
@@ -158,7 +163,13 @@ impl Cluster {
         tokio::task::block_in_place(|| self.procs.stop(id, Duration::from_secs(5)));
         self.procs.nodes.remove(&id);
         self.channels.remove(id);
+        self.retired.push(id);
         Ok(())
+    }
+
+    /// The nodes removed so far.
+    pub fn retired(&self) -> Vec<u64> {
+        self.retired.clone()
     }
 
     /// Every fault undone: cuts healed, paused nodes resumed, killed nodes started again.

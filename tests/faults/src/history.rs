@@ -154,5 +154,9 @@ pub struct History {
     pub healed_at: Micros,
     /// Each node's view after healing, by node id.
     pub nodes: BTreeMap<u64, NodeView>,
+    /// The audit logs of nodes removed during the campaign (their registry views are gone with
+    /// them): only `audit_verified` and `audited_executions` are filled in.
+    #[serde(default)]
+    pub retired: BTreeMap<u64, NodeView>,
     pub executions: Vec<Execution>,
 }

@@ -11,6 +11,7 @@ pub mod check;
 pub mod client;
 pub mod cluster;
 pub mod firewall;
+pub mod fronts;
 pub mod history;
 pub mod nemesis;
 pub mod observe;

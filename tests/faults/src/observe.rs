@@ -10,7 +10,7 @@ use gatehouse_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Waits until every node has applied the same index and no call is executing anywhere, within
+/// Waits until every node has applied the same index and no call is approved or executing, within
 /// `within`; `Err` says what was still moving.
 pub async fn settle(cluster: &Cluster, within: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + within;
@@ -25,11 +25,14 @@ pub async fn settle(cluster: &Cluster, within: Duration) -> anyhow::Result<()> {
             });
             applied.insert(id, own);
         }
+        // Approved calls are about to be claimed, executing ones to complete.
         let mut executing = 0;
         if let Some(leader) = cluster.leader().await {
-            executing = list(cluster, leader, pb::CallState::Executing)
-                .await
-                .map_or(1, |calls| calls.len());
+            for state in [pb::CallState::Approved, pb::CallState::Executing] {
+                executing += list(cluster, leader, state)
+                    .await
+                    .map_or(1, |calls| calls.len());
+            }
         }
         let indexes: Vec<_> = applied.values().collect();
         let same = indexes.iter().all(|i| i.is_some() && *i == indexes[0]);
@@ -93,18 +96,56 @@ fn name_of(state: pb::CallState) -> String {
         .to_ascii_lowercase()
 }
 
-/// Node `id`'s registry view: its applied index, registers and calls.
-pub async fn view(cluster: &Cluster, id: u64, recorder: &Recorder) -> anyhow::Result<NodeView> {
-    let mut view = NodeView::default();
+/// Every node's view, all read at one applied index: a node that applied something while the
+/// views were read (a late write finishing) has every view read again.
+pub async fn views(
+    cluster: &Cluster,
+    recorder: &Recorder,
+) -> anyhow::Result<std::collections::BTreeMap<u64, NodeView>> {
+    for _ in 0..20 {
+        settle(cluster, Duration::from_secs(60)).await?;
+        let mut views = BTreeMap::new();
+        for id in cluster.channels.ids() {
+            views.insert(id, view(cluster, id, recorder).await?);
+        }
+        let mut indexes = views.values().map(|v| v.applied_index);
+        let first = indexes.next();
+        if first.is_some_and(|first| indexes.all(|i| i == first)) {
+            return Ok(views);
+        }
+    }
+    anyhow::bail!("the nodes kept applying while their views were read")
+}
+
+/// Node `id`'s own applied index.
+async fn applied(cluster: &Cluster, id: u64) -> anyhow::Result<u64> {
     let status = cluster
         .status(id)
         .await
         .ok_or_else(|| anyhow::anyhow!("node {id} does not answer"))?;
-    view.applied_index = status
+    Ok(status
         .nodes
         .iter()
         .find(|n| n.node_id == id)
-        .map_or(0, |n| n.applied_index);
+        .map_or(0, |n| n.applied_index))
+}
+
+/// Node `id`'s registry view: its applied index, registers and calls, read with nothing applied
+/// in between (else read again).
+async fn view(cluster: &Cluster, id: u64, recorder: &Recorder) -> anyhow::Result<NodeView> {
+    for _ in 0..50 {
+        let before = applied(cluster, id).await?;
+        let mut view = read_view(cluster, id, recorder).await?;
+        if applied(cluster, id).await? == before {
+            view.applied_index = before;
+            return Ok(view);
+        }
+    }
+    anyhow::bail!("node {id} kept applying while its view was read")
+}
+
+async fn read_view(cluster: &Cluster, id: u64, recorder: &Recorder) -> anyhow::Result<NodeView> {
+    let mut view = NodeView::default();
     let mut registry = cluster.channels.registry(id, &cluster.admin);
     for k in 0..setup::REGISTERS {
         let key = setup::register(k);

@@ -15,6 +15,8 @@ pub struct Node {
     pub id: u64,
     /// `host:port` of its gRPC listener, as recorded on its first start.
     pub grpc: String,
+    /// `host:port` of its HTTP listener (MCP at `/mcp`, A2A at `/a2a`).
+    pub http: String,
     child: Option<Child>,
     paused: bool,
 }
@@ -72,12 +74,13 @@ impl Procs {
     /// Starts node `id` for the first time, with `extra` arguments (`--bootstrap`, `--join`).
     pub fn start(&mut self, id: u64, extra: &[&str], token: Option<&str>) -> anyhow::Result<()> {
         let ip = ip_of(id);
-        let (child, grpc) = self.spawn(id, &format!("{ip}:0"), extra, token)?;
+        let (child, grpc, http) = self.spawn(id, &format!("{ip}:0"), extra, token)?;
         self.nodes.insert(
             id,
             Node {
                 id,
                 grpc,
+                http,
                 child: Some(child),
                 paused: false,
             },
@@ -92,7 +95,7 @@ impl Procs {
             return Ok(());
         }
         let grpc = node.grpc.clone();
-        let (child, bound) = self.spawn(id, &grpc, &[], None)?;
+        let (child, bound, _) = self.spawn(id, &grpc, &[], None)?;
         if bound != grpc {
             bail!("node {id} came back on {bound}, not {grpc}");
         }
@@ -108,7 +111,7 @@ impl Procs {
         grpc: &str,
         extra: &[&str],
         token: Option<&str>,
-    ) -> anyhow::Result<(Child, String)> {
+    ) -> anyhow::Result<(Child, String, String)> {
         let data = self.data_dir(id);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -121,6 +124,8 @@ impl Procs {
             .arg(&data)
             .args(["--grpc", grpc, "--http", &format!("{}:0", ip_of(id))])
             .args(TIMINGS)
+            // The campaign's MCP client calls each node by its own loopback address.
+            .args(["--mcp-allowed-host", "*"])
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -138,18 +143,21 @@ impl Procs {
         let line = lines.next().and_then(Result::ok).unwrap_or_default();
         std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
         let words: Vec<&str> = line.split_whitespace().collect();
-        let Some(addr) = words
-            .iter()
-            .position(|w| *w == "gRPC")
-            .and_then(|i| words.get(i + 2))
-        else {
+        let address_of = |listener: &str| {
+            words
+                .iter()
+                .position(|w| *w == listener)
+                .and_then(|i| words.get(i + 2))
+                .map(|s| (*s).to_owned())
+        };
+        let (Some(grpc), Some(http)) = (address_of("gRPC"), address_of("HTTP")) else {
             let _ = child.kill();
             bail!(
                 "node {id} did not start: it said {line:?}; see its log in {}",
                 self.dir.display()
             );
         };
-        Ok((child, (*addr).to_owned()))
+        Ok((child, grpc, http))
     }
 
     /// SIGKILL.

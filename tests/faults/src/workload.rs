@@ -1,9 +1,10 @@
 //! The clients, concurrent for the whole campaign, each recording every operation it makes:
 //! registry writes and linearizable reads of shared registers, agents proposing destructive
-//! calls under idempotency keys (retrying an unknown outcome with the same key, and cancelling
-//! some), and an approver pair deciding what waits (two approvals each, or a rejection).
+//! calls over gRPC, MCP and A2A under idempotency keys (retrying an unknown outcome with the
+//! same key, and cancelling some), and an approver pair deciding what waits (two approvals each, or a rejection).
 
 use crate::client::{Channels, Recorder, outcome_of};
+use crate::fronts;
 use crate::history::{Decision, OpKind, Outcome};
 use crate::setup::{self, AGENT, CAROL, DAVE, TENANT, TOOL};
 use gatehouse_proto::v1 as pb;
@@ -104,8 +105,17 @@ pub async fn registers(client: usize, seed: u64, shared: Shared) {
     }
 }
 
-/// An agent proposing destructive calls, one intent at a time; an intent whose outcome is
-/// unknown is tried again with the same idempotency key. One call in ten is cancelled.
+/// The protocol an agent proposes an intent over; every retry of the intent uses the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Front {
+    Grpc,
+    Mcp,
+    A2a,
+}
+
+/// An agent proposing destructive calls, one intent at a time, over gRPC, MCP or A2A; an intent
+/// whose outcome is unknown is tried again with the same idempotency key (over A2A, the same
+/// message id). One call in ten is cancelled.
 pub async fn agent(client: usize, seed: u64, shared: Shared) {
     let mut rng = StdRng::seed_from_u64(seed);
     let rec = &shared.recorder;
@@ -114,30 +124,33 @@ pub async fn agent(client: usize, seed: u64, shared: Shared) {
             return;
         }
         let logical = format!("c{client}-{n}");
+        let front = match rng.random_range(0..4) {
+            0 => Front::Mcp,
+            1 => Front::A2a,
+            _ => Front::Grpc,
+        };
+        let idempotency_key = match front {
+            Front::A2a => format!("a2a:{logical}"),
+            Front::Grpc | Front::Mcp => logical.clone(),
+        };
+        let arguments = serde_json::json!({"table": logical});
         for _ in 0..ATTEMPTS {
             let node = shared.any_node(&mut rng);
-            let mut gateway = shared.channels.gateway(node, AGENT);
-            let request = pb::CallToolRequest {
-                tenant: TENANT.into(),
-                tool: TOOL.into(),
-                arguments_json: serde_json::json!({"table": logical}).to_string(),
-                idempotency_key: Some(logical.clone()),
-            };
             let invoke = rec.now();
-            let answer = gateway.call_tool(request).await;
-            let (outcome, call_id) = match &answer {
-                Ok(reply) => (
-                    Outcome::Ok,
-                    reply.get_ref().envelope.as_ref().map(|e| e.call_id.clone()),
-                ),
-                Err(status) => {
-                    rec.note_error(status);
-                    (outcome_of(status), None)
+            let (outcome, call_id) = match front {
+                Front::Grpc => grpc(&shared, node, &arguments, &logical).await,
+                Front::Mcp => {
+                    let http = shared.channels.http(node);
+                    fronts::mcp(&http, &logical, arguments.clone()).await
+                }
+                Front::A2a => {
+                    let http = shared.channels.http(node);
+                    fronts::a2a(&http, &logical, arguments.clone()).await
                 }
             };
             let kind = OpKind::Propose {
                 logical: logical.clone(),
-                idempotency_key: logical.clone(),
+                idempotency_key: idempotency_key.clone(),
                 call_id: call_id.clone(),
             };
             rec.record(client, node, invoke, outcome, kind);
@@ -162,6 +175,29 @@ pub async fn agent(client: usize, seed: u64, shared: Shared) {
             }
         }
         pause(&mut rng, 20, 120).await;
+    }
+}
+
+/// `GatewayService.CallTool` under the idempotency key `key`.
+async fn grpc(
+    shared: &Shared,
+    node: u64,
+    arguments: &serde_json::Value,
+    key: &str,
+) -> fronts::Proposed {
+    let mut gateway = shared.channels.gateway(node, AGENT);
+    let request = pb::CallToolRequest {
+        tenant: TENANT.into(),
+        tool: TOOL.into(),
+        arguments_json: arguments.to_string(),
+        idempotency_key: Some(key.to_owned()),
+    };
+    match gateway.call_tool(request).await {
+        Ok(reply) => (Outcome::Ok, reply.into_inner().envelope.map(|e| e.call_id)),
+        Err(status) => {
+            shared.recorder.note_error(&status);
+            (outcome_of(&status), None)
+        }
     }
 }
 

@@ -44,7 +44,7 @@ fn rendezvous_moves_only_the_tenants_of_a_removed_node() {
 fn an_unplaced_tenant_is_placed_at_epoch_one() {
     let desired = rendezvous("globex", &VOTERS).unwrap();
     assert_eq!(
-        next_step(view(None, false), &VOTERS, |_| true),
+        next_step(view(None, false), &VOTERS, &[], |_| true),
         Some(Command::Place {
             tenant: "globex".into(),
             home: desired,
@@ -57,7 +57,7 @@ fn an_unplaced_tenant_is_placed_at_epoch_one() {
 fn a_tenant_at_its_rightful_home_stays() {
     let desired = rendezvous("globex", &VOTERS).unwrap();
     assert_eq!(
-        next_step(view(at(desired, 3, None), true), &VOTERS, |_| true),
+        next_step(view(at(desired, 3, None), true), &VOTERS, &[], |_| true),
         None
     );
 }
@@ -67,7 +67,7 @@ fn a_planned_move_hands_over_then_waits_for_executions_then_places() {
     let desired = rendezvous("globex", &VOTERS).unwrap();
     let old = *VOTERS.iter().find(|n| **n != desired).unwrap();
     assert_eq!(
-        next_step(view(at(old, 3, None), true), &VOTERS, |_| true),
+        next_step(view(at(old, 3, None), true), &VOTERS, &[], |_| true),
         Some(Command::StartMove {
             tenant: "globex".into(),
             epoch: 3,
@@ -75,12 +75,16 @@ fn a_planned_move_hands_over_then_waits_for_executions_then_places() {
         })
     );
     assert_eq!(
-        next_step(view(at(old, 3, Some(desired)), true), &VOTERS, |_| true),
+        next_step(view(at(old, 3, Some(desired)), true), &VOTERS, &[], |_| {
+            true
+        }),
         None,
         "the old home still runs an execution"
     );
     assert_eq!(
-        next_step(view(at(old, 3, Some(desired)), false), &VOTERS, |_| true),
+        next_step(view(at(old, 3, Some(desired)), false), &VOTERS, &[], |_| {
+            true
+        }),
         Some(Command::Place {
             tenant: "globex".into(),
             home: desired,
@@ -95,7 +99,7 @@ fn an_unreachable_home_is_replaced_at_once_even_while_busy() {
     let rest: Vec<NodeId> = VOTERS.iter().copied().filter(|n| *n != first).collect();
     let next = rendezvous("globex", &rest).unwrap();
     assert_eq!(
-        next_step(view(at(first, 5, None), true), &VOTERS, |n| n != first),
+        next_step(view(at(first, 5, None), true), &VOTERS, &[], |n| n != first),
         Some(Command::Place {
             tenant: "globex".into(),
             home: next,
@@ -107,7 +111,7 @@ fn an_unreachable_home_is_replaced_at_once_even_while_busy() {
 #[test]
 fn a_removed_home_is_replaced_at_once() {
     assert!(matches!(
-        next_step(view(at(9, 2, None), true), &VOTERS, |_| true),
+        next_step(view(at(9, 2, None), true), &VOTERS, &[], |_| true),
         Some(Command::Place { epoch: 3, .. })
     ));
 }
@@ -117,11 +121,63 @@ fn a_move_no_longer_wanted_ends_with_a_new_epoch_at_the_same_home() {
     let desired = rendezvous("globex", &VOTERS).unwrap();
     let other = *VOTERS.iter().find(|n| **n != desired).unwrap();
     assert_eq!(
-        next_step(view(at(desired, 2, Some(other)), true), &VOTERS, |_| true),
+        next_step(
+            view(at(desired, 2, Some(other)), true),
+            &VOTERS,
+            &[],
+            |_| true
+        ),
         Some(Command::Place {
             tenant: "globex".into(),
             home: desired,
             epoch: 3
+        })
+    );
+}
+
+#[test]
+fn a_home_demoted_to_learner_is_drained_by_a_planned_move() {
+    let home = 9;
+    let desired = rendezvous("globex", &VOTERS).unwrap();
+    // Still a member, as a learner: the move waits for its executions...
+    assert_eq!(
+        next_step(view(at(home, 2, None), true), &VOTERS, &[home], |_| true),
+        Some(Command::StartMove {
+            tenant: "globex".into(),
+            epoch: 2,
+            to: desired,
+        })
+    );
+    assert_eq!(
+        next_step(
+            view(at(home, 2, Some(desired)), true),
+            &VOTERS,
+            &[home],
+            |_| true
+        ),
+        None
+    );
+    assert_eq!(
+        next_step(
+            view(at(home, 2, Some(desired)), false),
+            &VOTERS,
+            &[home],
+            |_| true
+        ),
+        Some(Command::Place {
+            tenant: "globex".into(),
+            home: desired,
+            epoch: 3,
+        })
+    );
+    // ...unless it stopped answering.
+    assert_eq!(
+        next_step(view(at(home, 2, None), true), &VOTERS, &[home], |n| n
+            != home),
+        Some(Command::Place {
+            tenant: "globex".into(),
+            home: desired,
+            epoch: 3,
         })
     );
 }

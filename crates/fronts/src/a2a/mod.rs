@@ -15,6 +15,8 @@
 //! 403 or `PERMISSION_DENIED`.
 
 mod card;
+#[cfg(test)]
+mod fuzz;
 mod handler;
 mod task;
 

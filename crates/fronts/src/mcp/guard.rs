@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use gatehouse_gateway::auth::{Caller, TENANT_HEADER, TenantChoice, agent_tenant};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -124,7 +124,9 @@ fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
         ));
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let id_ok = matches!(id, Value::Null | Value::String(_) | Value::Number(_));
+    // A number rmcp cannot carry as an id (beyond i64, or a fraction) is the request's fault,
+    // not its params'.
+    let id_ok = id.is_null() || serde_json::from_value::<RequestId>(id.clone()).is_ok();
     let is_request_or_notification = message.get("method").is_some_and(Value::is_string);
     let is_response = message.contains_key("id")
         && (message.contains_key("result") || message.contains_key("error"));
@@ -160,6 +162,9 @@ fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
 fn refused(id: Value, code: i32, message: String) -> Box<Response> {
     Box::new(JsonRpcError::new(code, message).into_response(id, StatusCode::BAD_REQUEST))
 }
+
+#[cfg(test)]
+mod fuzz;
 
 #[cfg(test)]
 mod tests {

@@ -10,8 +10,8 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
 use gatehouse_proto::v1::cluster_service_server::ClusterService;
 use gatehouse_raft_store::NodeId;
-use gatehouse_registry::Command;
 use gatehouse_registry::resource::Role;
+use gatehouse_registry::{CallState, Command};
 use openraft::{BasicNode, ChangeMembers};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,6 +20,9 @@ use tonic::{Request, Response, Status};
 
 /// How long a membership change may take to commit before the caller hears about it.
 const MEMBERSHIP_DEADLINE: Duration = Duration::from_secs(30);
+/// Longest a voter being removed is waited for to hand its tenants over and finish its running
+/// executions; after that it is removed anyway.
+const DRAIN: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone)]
 pub struct Membership {
@@ -170,8 +173,59 @@ impl Membership {
         Ok(written.log_id.index)
     }
 
+    /// Waits, at most [`DRAIN`], until `node` is home to no tenant and runs no claimed call: a
+    /// node removed before that would take the outcomes of its running executions with it, and
+    /// the new homes would have to call them unknown.
+    async fn drain(&self, node: NodeId) {
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        loop {
+            let (homes, running) = {
+                let registry = self.cluster.registry.read();
+                let homes = registry
+                    .tenants()
+                    .filter(|t| registry.placement(t).is_some_and(|p| p.home == node))
+                    .count();
+                let running = registry
+                    .unfinished_calls()
+                    .filter(|c| c.state == CallState::Executing)
+                    .filter(|c| c.claim.as_ref().is_some_and(|claim| claim.node == node))
+                    .count();
+                (homes, running)
+            };
+            if homes == 0 && running == 0 {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    node,
+                    homes,
+                    running,
+                    "removing node {node} before it drained: its running calls may end outcome_unknown"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A membership change that keeps removed voters as learners.
+    async fn change_retaining(
+        &self,
+        change: ChangeMembers<NodeId, BasicNode>,
+    ) -> Result<u64, GatewayError> {
+        self.commit_change(change, true).await
+    }
+
     async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<u64, GatewayError> {
-        let changing = self.cluster.raft.change_membership(change, false);
+        self.commit_change(change, false).await
+    }
+
+    async fn commit_change(
+        &self,
+        change: ChangeMembers<NodeId, BasicNode>,
+        retain: bool,
+    ) -> Result<u64, GatewayError> {
+        let changing = self.cluster.raft.change_membership(change, retain);
         let written = tokio::time::timeout(MEMBERSHIP_DEADLINE, changing)
             .await
             .map_err(|_| {
@@ -386,20 +440,22 @@ impl Membership {
                 "node {node} is not a member"
             )));
         }
-        let index = if view.voters.contains(&node) {
+        if view.voters.contains(&node) {
             let mut voters = view.voters.clone();
             voters.remove(&node);
             if voters.is_empty() {
                 return Err(refused("refused: that would leave no voter".to_owned()));
             }
             self.check_quorum(&voters).await?;
-            // Not retained as a learner: the node leaves the cluster.
-            self.change(ChangeMembers::RemoveVoters(BTreeSet::from([node])))
-                .await?
-        } else {
-            self.change(ChangeMembers::RemoveNodes(BTreeSet::from([node])))
-                .await?
-        };
+            // Kept as a learner for now: it still reports what its running executions did
+            // while its tenants move away (a planned move, see `placement::next_step`).
+            self.change_retaining(ChangeMembers::RemoveVoters(BTreeSet::from([node])))
+                .await?;
+        }
+        self.drain(node).await;
+        let index = self
+            .change(ChangeMembers::RemoveNodes(BTreeSet::from([node])))
+            .await?;
         let (log_index, voters, learners) = self.answer(index);
         Ok(pb::RemoveResponse {
             log_index,

@@ -7,19 +7,19 @@ use std::collections::BTreeSet;
 
 const CHECKER: &str = "audit";
 
-/// Checks every node's audit chain and that every execution of a call was audited.
+/// Checks every node's audit chain, removed nodes' included, and that every execution of a call
+/// was audited by some node.
 pub fn check(history: &History) -> Vec<Anomaly> {
     let mut found = Vec::new();
-    for (node, view) in &history.nodes {
+    let every = || history.nodes.iter().chain(&history.retired);
+    for (node, view) in every() {
         if let Err(error) = &view.audit_verified {
             let what = format!("n{node}'s audit chain does not verify: {error}");
             found.push(Anomaly::new(CHECKER, what));
         }
     }
-    let audited: BTreeSet<&str> = history
-        .nodes
-        .values()
-        .flat_map(|view| view.audited_executions.iter().map(String::as_str))
+    let audited: BTreeSet<&str> = every()
+        .flat_map(|(_, view)| view.audited_executions.iter().map(String::as_str))
         .collect();
     // An upstream request without a call id was no gated call, so there is nothing to audit.
     let executed: BTreeSet<&str> = history
@@ -86,5 +86,19 @@ mod tests {
         let found = check(&h);
         assert_eq!(found.len(), 1, "{found:#?}");
         assert!(found[0].what.contains("call c2"), "{}", found[0].what);
+    }
+
+    #[test]
+    fn an_execution_audited_only_by_a_removed_node_counts_and_its_chain_is_checked() {
+        let mut retired = node(&[]);
+        retired.audited_executions = vec!["c1".into()];
+        let mut history = history(vec![node(&[])], vec![execution("c1", 5)]);
+        history.retired.insert(9, retired.clone());
+        assert!(check(&history).is_empty(), "{:?}", check(&history));
+        retired.audit_verified = Err("line 3: hash mismatch".into());
+        history.retired.insert(9, retired);
+        let found = check(&history);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].what.contains("n9"), "{found:?}");
     }
 }

@@ -792,6 +792,45 @@ fn a_watcher_whose_approver_role_is_taken_away_is_cut_off() -> anyhow::Result<()
 /// does not exist: cut off, it says to retry (UNAVAILABLE); healed, the same request to the same
 /// node catches up and answers, with no NOT_FOUND on the way; and it decides the call.
 #[test]
+fn a_leader_cut_off_never_says_a_call_made_after_it_does_not_exist() -> anyhow::Result<()> {
+    let cluster = setup(&[1, 2, 3])?;
+    let old = cluster.leader(Duration::from_secs(10))?;
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != old).collect();
+    cluster.router().partition(&[old], &others);
+    // The others elect a leader and take a call the old one never hears of, while it still
+    // takes itself for the leader.
+    let new = cluster.wait_until(
+        "a new leader among the others",
+        Duration::from_secs(20),
+        |c| {
+            others.iter().all(|id| {
+                let leader = c.node(*id).cluster.raft.metrics().borrow().current_leader;
+                leader.is_some_and(|l| l != old)
+            })
+        },
+    );
+    new?;
+    let leader = cluster
+        .node(others[0])
+        .cluster
+        .raft
+        .metrics()
+        .borrow()
+        .current_leader;
+    let leader = leader.expect("a new leader");
+    let call = new_call("bot", Some("john"), serde_json::json!({"amount": 9}), 1);
+    let (id, _) = propose_through(&cluster, leader, call)?;
+
+    let alice = Approver::on(&cluster, old, ALICE)?;
+    let stale = cluster
+        .block_on(alice.get(&id))
+        .expect_err("the old leader does not hold the call");
+    assert_eq!(stale.code(), Code::Unavailable, "{stale:?}");
+    cluster.router().heal();
+    Ok(())
+}
+
+#[test]
 fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<()> {
     let cluster = setup(&[1, 2, 3])?;
     let leader = cluster.leader(Duration::from_secs(10))?;

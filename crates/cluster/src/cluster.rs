@@ -213,20 +213,24 @@ impl Cluster {
             .map_err(|e| WriteError::Unavailable(WRITE_DEADLINE, e))
     }
 
-    /// The leader's commit index, as far as this node can learn it within `within`: its own
-    /// when it leads (no round trip), else the read index the leader answers. `Err` when no
-    /// leader is known or it did not answer in time.
+    /// The leader's commit index, as far as this node can learn it within `within`: when it
+    /// leads, its read index once a quorum confirmed it still does (a leader cut off from the
+    /// others would otherwise answer from a commit index the new leader has long passed), else
+    /// the read index the leader answers. `Err` when no leader is known or it did not answer in
+    /// time.
     pub async fn leader_commit(&self, within: Duration) -> Result<u64, String> {
         let metrics = self.raft.metrics().borrow().clone();
         let Some(leader) = metrics.current_leader else {
             return Err("no leader".to_owned());
         };
         if leader == self.id {
-            return self
-                .raft
-                .with_raft_state(|state| state.committed.map_or(0, |id| id.index))
-                .await
-                .map_err(|e| e.to_string());
+            return match tokio::time::timeout(within, self.raft.ensure_linearizable()).await {
+                Ok(Ok(read)) => Ok(read.map_or(0, |id| id.index)),
+                Ok(Err(e)) => Err(format!("this node is no longer sure it leads: {e}")),
+                Err(_) => Err(format!(
+                    "no quorum confirmed this node's leadership within {within:?}"
+                )),
+            };
         }
         let addr = metrics
             .membership_config

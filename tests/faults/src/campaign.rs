@@ -36,6 +36,8 @@ pub struct Outcome {
     pub unavailability: BTreeMap<FaultKind, Micros>,
     /// gRPC codes the clients met, counted.
     pub errors: BTreeMap<String, usize>,
+    /// The first message of each code.
+    pub samples: BTreeMap<String, String>,
 }
 
 const REGISTER_CLIENTS: usize = 6;
@@ -127,6 +129,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
         anomalies: check::all(&history),
         unavailability: check::availability::unavailability(&history),
         errors: recorder.errors(),
+        samples: recorder.samples(),
         history,
     })
 }

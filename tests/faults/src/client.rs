@@ -50,6 +50,9 @@ pub type Authed = InterceptedService<Channel, Bearer>;
 struct Reach {
     channel: Channel,
     http: String,
+    /// Whether clients may be sent here: a node joins the clients' rotation once it is a voter,
+    /// as it would join a load balancer's once ready.
+    serving: bool,
 }
 
 /// Every node's reach, by id.
@@ -65,6 +68,7 @@ impl Channels {
         let reach = Reach {
             channel,
             http: http.to_owned(),
+            serving: false,
         };
         self.0.lock().expect("channels").insert(id, reach);
         Ok(())
@@ -74,8 +78,21 @@ impl Channels {
         self.0.lock().expect("channels").remove(&id);
     }
 
+    /// Puts node `id` in the clients' rotation.
+    pub fn serve(&self, id: u64) {
+        if let Some(reach) = self.0.lock().expect("channels").get_mut(&id) {
+            reach.serving = true;
+        }
+    }
+
+    /// The nodes in the clients' rotation.
     pub fn ids(&self) -> Vec<u64> {
-        self.0.lock().expect("channels").keys().copied().collect()
+        let channels = self.0.lock().expect("channels");
+        channels
+            .iter()
+            .filter(|(_, reach)| reach.serving)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Node `id`'s reach; a node removed since the caller chose it is answered by another.
@@ -161,6 +178,7 @@ pub struct Recorder {
     ops: Arc<Mutex<Vec<Op>>>,
     /// Error messages of unknown outcomes, counted by code: what the clients met.
     errors: Arc<Mutex<BTreeMap<String, usize>>>,
+    samples: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 impl Recorder {
@@ -172,6 +190,7 @@ impl Recorder {
                 .map_or(0, |d| d.as_millis() as u64),
             ops: Arc::default(),
             errors: Arc::default(),
+            samples: Arc::default(),
         }
     }
 
@@ -198,7 +217,21 @@ impl Recorder {
 
     pub fn note_error(&self, status: &tonic::Status) {
         let key = format!("{:?}", status.code());
-        *self.errors.lock().expect("errors").entry(key).or_default() += 1;
+        *self
+            .errors
+            .lock()
+            .expect("errors")
+            .entry(key.clone())
+            .or_default() += 1;
+        let mut samples = self.samples.lock().expect("samples");
+        if !samples.contains_key(&key) {
+            samples.insert(key, status.message().chars().take(200).collect());
+        }
+    }
+
+    /// One message of each code the clients met, the first.
+    pub fn samples(&self) -> BTreeMap<String, String> {
+        self.samples.lock().expect("samples").clone()
     }
 
     pub fn ops(&self) -> Vec<Op> {

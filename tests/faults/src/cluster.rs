@@ -52,6 +52,7 @@ impl Cluster {
         let first = &cluster.procs.nodes[&1];
         cluster.channels.add(1, &first.grpc, &first.http)?;
         cluster.wait_leader(Duration::from_secs(30)).await?;
+        cluster.channels.serve(1);
         for _ in 0..2 {
             cluster.add_voter().await?;
         }
@@ -132,17 +133,22 @@ impl Cluster {
                 .await
                 .is_some_and(|s| s.nodes.iter().any(|n| n.node_id == id && n.lag == 0));
             if caught_up {
-                let mut client = self.channels.cluster(leader, &self.admin);
+                let mut client = self.channels.membership(leader, &self.admin);
                 if client
                     .promote(pb::PromoteRequest { node_id: id })
                     .await
                     .is_ok()
                 {
+                    self.channels.serve(id);
                     return Ok(id);
                 }
             }
             if Instant::now() > deadline {
-                bail!("node {id} did not catch up and become a voter within 30 s");
+                // Not left behind as a learner: the cluster goes back to what it was.
+                let removed = self.remove(id).await;
+                bail!(
+                    "node {id} did not catch up and become a voter within 30 s (removed: {removed:?})"
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

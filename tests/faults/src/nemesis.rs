@@ -146,7 +146,14 @@ async fn inject(
         }
         FaultKind::Resize => {
             let a = cluster.add_voter().await?;
-            let b = cluster.add_voter().await?;
+            let b = match cluster.add_voter().await {
+                Ok(b) => b,
+                Err(e) => {
+                    // Back to three voters, whatever happened to the second.
+                    cluster.remove(a).await?;
+                    return Err(e);
+                }
+            };
             cluster.remove(a).await?;
             cluster.remove(b).await?;
             vec![a, b]

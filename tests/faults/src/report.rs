@@ -83,7 +83,11 @@ pub fn render(outcome: &Outcome) -> String {
         let _ = writeln!(out, "  {:<16} {count:>5} {stall:>28}", format!("{kind:?}"));
     }
     if !outcome.errors.is_empty() {
-        let _ = writeln!(out, "errors the clients met, by code: {:?}", outcome.errors);
+        let _ = writeln!(out, "errors the clients met, by code:");
+        for (code, count) in &outcome.errors {
+            let sample = outcome.samples.get(code).map_or("", String::as_str);
+            let _ = writeln!(out, "  {code:<18} {count:>6}  e.g. {sample}");
+        }
     }
     let _ = writeln!(out, "anomalies: {}", outcome.anomalies.len());
     for anomaly in &outcome.anomalies {

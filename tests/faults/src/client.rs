@@ -224,9 +224,9 @@ impl Recorder {
             .entry(key.clone())
             .or_default() += 1;
         let mut samples = self.samples.lock().expect("samples");
-        if !samples.contains_key(&key) {
-            samples.insert(key, status.message().chars().take(200).collect());
-        }
+        samples
+            .entry(key)
+            .or_insert_with(|| status.message().chars().take(200).collect());
     }
 
     /// One message of each code the clients met, the first.

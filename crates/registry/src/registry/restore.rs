@@ -16,7 +16,9 @@ impl Registry {
         for placement in self.state.placements.values_mut() {
             *placement = Placement {
                 home: node,
-                epoch: placement.epoch + 1,
+                // A backup is a file anyone may have edited: an epoch at the type's end stays
+                // there rather than wrapping below every claim (or panicking in debug).
+                epoch: placement.epoch.saturating_add(1),
                 moving_to: None,
             };
         }

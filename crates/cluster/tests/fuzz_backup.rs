@@ -15,18 +15,11 @@ use gatehouse_cluster::backup::{BackupError, FORMAT, Header, MAGIC, decode, enco
 use gatehouse_registry::call::{CallId, NodeId};
 use gatehouse_registry::canonical::sha256_hex;
 use gatehouse_registry::{Command, Proposal, Registry};
+use gatehouse_testkit::fuzz::config;
 use gatehouse_testkit::{calls, yaml};
 use proptest::prelude::*;
 use std::sync::OnceLock;
 use uuid::Uuid;
-
-fn config(default_cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    ProptestConfig::with_cases(cases)
-}
 
 /// A registry that holds something of everything a backup carries: resources, a node, a
 /// placement and a pending call.

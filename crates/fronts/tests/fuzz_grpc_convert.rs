@@ -19,16 +19,9 @@ use gatehouse_registry::resource::{
     API_VERSION, JwtSubject, Metadata, Object, PrincipalSpec, Role, TenantSpec,
 };
 use gatehouse_registry::{Kind, Resource, ResourceKey};
+use gatehouse_testkit::fuzz::config;
 use proptest::prelude::*;
 use serde_json::Value;
-
-fn config(default_cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    ProptestConfig::with_cases(cases)
-}
 
 fn odd_string() -> impl Strategy<Value = String> + Clone {
     prop_oneof![

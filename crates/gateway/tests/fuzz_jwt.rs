@@ -16,6 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use gatehouse_gateway::auth::{Authenticator, JwtIssuerConfig};
 use gatehouse_registry::Registry;
+use gatehouse_testkit::fuzz::config;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -27,14 +28,6 @@ const HS: &str = "https://hs.example";
 const RS: &str = "https://rs.example";
 const ES: &str = "https://es.example";
 const LEEWAY: u64 = 30;
-
-fn config(default_cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    ProptestConfig::with_cases(cases)
-}
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

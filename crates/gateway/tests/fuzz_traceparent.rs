@@ -11,15 +11,8 @@
 //! Cases per property: `PROPTEST_CASES`, else the small default below (`scripts/fuzz` runs many).
 
 use gatehouse_gateway::telemetry::{TraceParent, incoming};
+use gatehouse_testkit::fuzz::config;
 use proptest::prelude::*;
-
-fn config(default_cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    ProptestConfig::with_cases(cases)
-}
 
 /// Trace contexts as this node writes them: of the flags, only the sampled bit is passed on.
 fn trace_parent() -> impl Strategy<Value = TraceParent> {

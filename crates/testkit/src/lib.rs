@@ -1,6 +1,6 @@
 //! Fixtures that tests of several crates share: resources as `RegistryService.Apply` takes them
 //! ([`wire`]), registries and resources written as YAML ([`yaml`]), and the official Python SDKs'
-//! clients ([`python`]), call records ([`calls`]). Only tests use it, as a dev-dependency; production code must never
+//! clients ([`python`]), call records ([`calls`]), the fuzz tests' case counts ([`fuzz`]). Only tests use it, as a dev-dependency; production code must never
 //! depend on it.
 //!
 //! **Where it sits.** It depends on no workspace crate but `gatehouse-registry` and
@@ -18,6 +18,7 @@
 //! the node's own integration tests.
 
 pub mod calls;
+pub mod fuzz;
 pub mod python;
 pub mod wire;
 pub mod yaml;

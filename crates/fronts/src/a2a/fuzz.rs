@@ -19,16 +19,9 @@ use super::task::{Request, request_of};
 use a2a::{Message, Part, PartContent, Role, SendMessageRequest};
 use a2a_pb::{pbconv, protojson_conv};
 use gatehouse_gateway::pipeline::ErrorCode;
+use gatehouse_testkit::fuzz::config;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-
-fn config(default_cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    ProptestConfig::with_cases(cases)
-}
 
 fn odd_string() -> impl Strategy<Value = String> + Clone {
     prop_oneof![

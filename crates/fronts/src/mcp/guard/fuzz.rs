@@ -15,16 +15,9 @@
 use super::{MCP_METHODS, check_jsonrpc};
 use crate::jsonrpc_error::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use axum::http::StatusCode;
+use gatehouse_testkit::fuzz::config;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-
-fn config(default_cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    ProptestConfig::with_cases(cases)
-}
 
 /// The check's answer: `None` when the message goes on, else the error's code and the id the
 /// error answers, after checking that the refusal has the one shape every refusal has.

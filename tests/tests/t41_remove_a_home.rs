@@ -47,3 +47,18 @@ fn a_home_removed_mid_execution_reports_the_outcome_before_it_leaves() -> anyhow
     assert_eq!(flow.upstream.count_for(&call_id), 1);
     Ok(())
 }
+
+#[test]
+fn the_leader_removing_itself_leaves_the_cluster_entirely() -> anyhow::Result<()> {
+    let (cluster, _flow) = flow::start(Approvals::default())?;
+    let leader = cluster.leader(Duration::from_secs(10))?;
+    cluster.remove(leader)?;
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+    cluster.wait_until("the old leader is no member at all", SETTLE, |c| {
+        others.iter().all(|id| {
+            let (voters, learners) = c.membership(*id);
+            voters.len() == 2 && !voters.contains(&leader) && !learners.contains(&leader)
+        })
+    })?;
+    Ok(())
+}

@@ -208,19 +208,8 @@ impl Membership {
         }
     }
 
-    /// A membership change that keeps removed voters as learners.
-    async fn change_retaining(
-        &self,
-        change: ChangeMembers<NodeId, BasicNode>,
-    ) -> Result<u64, GatewayError> {
-        self.commit_change(change, true).await
-    }
-
-    async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<u64, GatewayError> {
-        self.commit_change(change, false).await
-    }
-
-    async fn commit_change(
+    /// Commits a membership change; `retain` keeps removed voters as learners.
+    async fn change(
         &self,
         change: ChangeMembers<NodeId, BasicNode>,
         retain: bool,
@@ -422,7 +411,7 @@ impl Membership {
         voters.insert(node);
         self.check_quorum(&voters).await?;
         let index = self
-            .change(ChangeMembers::AddVoterIds(BTreeSet::from([node])))
+            .change(ChangeMembers::AddVoterIds(BTreeSet::from([node])), false)
             .await?;
         let (log_index, voters, learners) = self.answer(index);
         Ok(pb::PromoteResponse {
@@ -440,22 +429,31 @@ impl Membership {
                 "node {node} is not a member"
             )));
         }
-        if view.voters.contains(&node) {
+        let index = if view.voters.contains(&node) {
             let mut voters = view.voters.clone();
             voters.remove(&node);
             if voters.is_empty() {
                 return Err(refused("refused: that would leave no voter".to_owned()));
             }
             self.check_quorum(&voters).await?;
-            // Kept as a learner for now: it still reports what its running executions did
-            // while its tenants move away (a planned move, see `placement::next_step`).
-            self.change_retaining(ChangeMembers::RemoveVoters(BTreeSet::from([node])))
-                .await?;
-        }
-        self.drain(node).await;
-        let index = self
-            .change(ChangeMembers::RemoveNodes(BTreeSet::from([node])))
-            .await?;
+            if node == self.cluster.id {
+                // This leader stops leading once it is no voter, so it could not take the
+                // second step: it leaves at once, as a stopping leader hands over.
+                self.change(ChangeMembers::RemoveVoters(BTreeSet::from([node])), false)
+                    .await?
+            } else {
+                // Kept as a learner for now: it still reports what its running executions did
+                // while its tenants move away (a planned move, see `placement::next_step`).
+                self.change(ChangeMembers::RemoveVoters(BTreeSet::from([node])), true)
+                    .await?;
+                self.drain(node).await;
+                self.change(ChangeMembers::RemoveNodes(BTreeSet::from([node])), false)
+                    .await?
+            }
+        } else {
+            self.change(ChangeMembers::RemoveNodes(BTreeSet::from([node])), false)
+                .await?
+        };
         let (log_index, voters, learners) = self.answer(index);
         Ok(pb::RemoveResponse {
             log_index,

@@ -100,6 +100,7 @@ impl NodeOptions {
             node_id: id,
             data_dir,
             grpc: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertise_grpc: None,
             http: SocketAddr::from(([127, 0, 0, 1], 0)),
             start,
             raft: self.timings,

@@ -882,3 +882,59 @@ fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// A principal declared while a node was cut off is not "unknown" there: cut off, the node says
+/// to retry (UNAVAILABLE), since the key may well be good; healed, the same request to the same
+/// node catches up and is authenticated, with no UNAUTHENTICATED on the way. A key that exists
+/// nowhere is still UNAUTHENTICATED on a node that can check.
+#[test]
+fn a_node_behind_never_calls_a_key_declared_elsewhere_unknown() -> anyhow::Result<()> {
+    const DORA: &str = "gate_dora-key-00000000000000000000000";
+    let cluster = setup(&[1, 2, 3])?;
+    let leader = cluster.leader(Duration::from_secs(10))?;
+    let behind = [1, 2, 3]
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != behind).collect();
+    cluster.router().partition(&[behind], &others);
+    let index = cluster.block_on(cluster.admin(leader).apply(vec![principal(
+        "dora",
+        DORA,
+        serde_json::json!({"acme": ["approver"]}),
+        None,
+    )]))?;
+    for node in &others {
+        cluster.wait_for_applied(*node, index, Duration::from_secs(10))?;
+    }
+
+    let dora = Approver::on(&cluster, behind, DORA)?;
+    let cut_off = cluster
+        .block_on(dora.get("call_nowhere"))
+        .expect_err("the node cannot check the key");
+    assert_eq!(cut_off.code(), Code::Unavailable, "{cut_off:?}");
+    assert!(cut_off.message().contains("retry"), "{cut_off:?}");
+
+    cluster.router().heal();
+    let mut answers = Vec::new();
+    cluster.wait_until(
+        "the healed node authenticates the key",
+        Duration::from_secs(20),
+        |c| {
+            let code = code(c.block_on(dora.get("call_nowhere")));
+            answers.push(code);
+            // Authenticated: the call it asked for does not exist.
+            code == Code::NotFound
+        },
+    )?;
+    assert!(
+        answers.iter().all(|code| *code != Code::Unauthenticated),
+        "{answers:?}"
+    );
+    let stranger = Approver::on(&cluster, behind, "gate_nobody-key-000000000000000000000")?;
+    assert_eq!(
+        code(cluster.block_on(stranger.get("call_nowhere"))),
+        Code::Unauthenticated
+    );
+    Ok(())
+}

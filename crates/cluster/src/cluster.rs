@@ -42,6 +42,15 @@ pub struct Cluster {
     batcher: Option<mpsc::Sender<Queued>>,
     /// What this node's operator lets tenants' upstreams use; puts are checked against it.
     grants: Arc<Grants>,
+    /// The catch-ups of lookups anyone can trigger, taken in turn.
+    shared_catch_ups: Arc<SharedCatchUps>,
+}
+
+/// [`Cluster::catch_up_shared`]'s turns: how many catch-ups started, and the last one's result.
+#[derive(Debug, Default)]
+struct SharedCatchUps {
+    started: std::sync::atomic::AtomicU64,
+    last: tokio::sync::Mutex<Option<(u64, Result<(), String>)>>,
 }
 
 /// Most proposals one log entry carries.
@@ -83,6 +92,7 @@ impl Cluster {
             filter,
             batcher: None,
             grants: Arc::default(),
+            shared_catch_ups: Arc::default(),
         }
     }
 
@@ -255,6 +265,31 @@ impl Cluster {
         let index = self.leader_commit(within).await?;
         self.wait_applied(index, deadline - tokio::time::Instant::now())
             .await
+    }
+
+    /// [`Cluster::catch_up`] for a lookup anyone can trigger, such as an unknown API key: one at
+    /// a time on this node, and a caller that waited while a catch-up ran that started after it
+    /// arrived takes that one's result instead of starting its own. So a flood of unknown keys
+    /// costs the leader one read index at a time, and each of them waits for at most two.
+    pub async fn catch_up_shared(&self, within: Duration) -> Result<(), String> {
+        use std::sync::atomic::Ordering;
+        let turns = &self.shared_catch_ups;
+        let arrived = turns.started.load(Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + within;
+        let mut last = tokio::time::timeout_at(deadline, turns.last.lock())
+            .await
+            .map_err(|_| format!("no catch-up finished within {within:?}"))?;
+        if let Some((turn, result)) = &*last
+            && *turn > arrived
+        {
+            return result.clone();
+        }
+        let turn = turns.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let result = self
+            .catch_up(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
+        *last = Some((turn, result.clone()));
+        result
     }
 
     /// Waits until this node has applied `index`.

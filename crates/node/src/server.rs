@@ -178,6 +178,11 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         http: http_listener.local_addr()?,
     };
     files.write_identity(&identity)?;
+    // The address peers dial: the listener's own, unless it is reached through something else.
+    let advertised = config
+        .advertise_grpc
+        .clone()
+        .unwrap_or_else(|| identity.grpc.to_string());
 
     let secret = files.peer_secret()?;
     let joined = secret.is_some();
@@ -282,7 +287,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 .a2a
                 .grpc_url
                 .clone()
-                .unwrap_or_else(|| identity.grpc.to_string()),
+                .unwrap_or_else(|| advertised.clone()),
             http_addr: identity.http.to_string(),
             public_url: config.a2a.public_url.clone(),
             https: config.tls.is_some(),
@@ -342,14 +347,14 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             }
             None
         }
-        (Start::Bootstrap, false) => Some(bootstrap(&cluster, &files, identity.grpc).await?),
+        (Start::Bootstrap, false) => Some(bootstrap(&cluster, &files, &advertised).await?),
         (Start::Join { addr, key }, false) => {
-            join(&cluster, &files, addr, key, identity.grpc).await?;
+            join(&cluster, &files, addr, key, &advertised).await?;
             None
         }
     };
-    gatehouse_cluster::backup::finish_restore(&cluster, &files, identity.grpc).await?;
-    tracing::info!(node = config.node_id, grpc = %identity.grpc, http = %identity.http, "node started");
+    gatehouse_cluster::backup::finish_restore(&cluster, &files, &advertised).await?;
+    tracing::info!(node = config.node_id, grpc = %identity.grpc, %advertised, http = %identity.http, "node started");
     Ok(NodeHandle {
         id: config.node_id,
         grpc_addr: identity.grpc,
@@ -496,17 +501,13 @@ fn serve_http(
 
 /// Makes a one-node cluster: this node the only voter, a peer secret, and an admin principal
 /// whose key is written to `admin.key` (mode 0600) and kept nowhere else.
-async fn bootstrap(
-    cluster: &Cluster,
-    files: &NodeFiles,
-    grpc: SocketAddr,
-) -> anyhow::Result<String> {
+async fn bootstrap(cluster: &Cluster, files: &NodeFiles, grpc: &str) -> anyhow::Result<String> {
     let raft = &cluster.raft;
     if !raft.is_initialized().await? {
         let members = BTreeMap::from([(
             cluster.id,
             BasicNode {
-                addr: grpc.to_string(),
+                addr: grpc.to_owned(),
             },
         )]);
         raft.initialize(members).await?;
@@ -542,7 +543,7 @@ async fn bootstrap(
     let _ = cluster
         .propose(Command::AdmitNode {
             node: cluster.id,
-            addr: grpc.to_string(),
+            addr: grpc.to_owned(),
         })
         .await;
     files.write_admin_key(&key)?;
@@ -555,7 +556,7 @@ async fn join(
     files: &NodeFiles,
     addr: &str,
     key: &JoinKey,
-    grpc: SocketAddr,
+    grpc: &str,
 ) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -584,7 +585,7 @@ async fn join(
             let mut client = ClusterServiceClient::new(channel);
             let mut request = tonic::Request::new(pb::JoinRequest {
                 node_id: cluster.id,
-                grpc_addr: grpc.to_string(),
+                grpc_addr: grpc.to_owned(),
             });
             request
                 .metadata_mut()

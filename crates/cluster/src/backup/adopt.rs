@@ -9,7 +9,6 @@ use anyhow::Context;
 use gatehouse_registry::{ApplyError, Command};
 use openraft::{BasicNode, ChangeMembers};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How long a restored node waits to lead its one-voter cluster.
@@ -33,7 +32,7 @@ pub fn check_restored_for(files: &NodeFiles, node_id: u64) -> anyhow::Result<()>
 pub async fn finish_restore(
     cluster: &Cluster,
     files: &NodeFiles,
-    grpc: SocketAddr,
+    grpc: &str,
 ) -> anyhow::Result<()> {
     let Some(restore) = files.restore_marker()? else {
         return Ok(());
@@ -43,7 +42,7 @@ pub async fn finish_restore(
         .current_leader(cluster.id, "restored: become leader")
         .await
         .context("the restored node did not become the leader of its one-voter cluster")?;
-    let addr = grpc.to_string();
+    let addr = grpc.to_owned();
     let recorded = raft
         .metrics()
         .borrow()

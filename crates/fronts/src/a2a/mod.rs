@@ -123,9 +123,9 @@ fn not_an_agent(caller: &Caller) -> GatewayError {
 }
 
 async fn http_edge(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
-    let caller = match front.pipeline.authenticate_http(request.headers()) {
+    let caller = match front.pipeline.authenticate_http(request.headers()).await {
         Ok(caller) => caller,
-        Err(e) => return crate::unauthenticated::unauthorized(e),
+        Err(e) => return crate::unauthenticated::refusal(e),
     };
     if !is_some_agent(&caller) {
         return jsonrpc_error(&not_an_agent(&caller))

@@ -112,7 +112,7 @@ fn named<T: DeserializeOwned>(what: &str, text: &str) -> Result<T, Response> {
 
 /// `GET /api/v1/me`: who the token is, and the tenants whose calls it may review or decide.
 pub async fn me(State(approvals): State<Approvals>, headers: HeaderMap) -> Response {
-    match approvals.me(as_grpc(&headers, ()).metadata()) {
+    match approvals.me(as_grpc(&headers, ()).metadata()).await {
         Ok(me) => Json(json!({
             "principal": me.principal,
             "person": me.person,

@@ -50,9 +50,9 @@ pub struct Agent {
 
 pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    let caller = match front.pipeline.authenticate_http(&parts.headers) {
+    let caller = match front.pipeline.authenticate_http(&parts.headers).await {
         Ok(caller) => caller,
-        Err(e) => return crate::unauthenticated::unauthorized(e),
+        Err(e) => return crate::unauthenticated::refusal(e),
     };
     let requested = parts
         .headers

@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt};
 use gatehouse_audit::{AuditLog, Entry};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_cluster::feed::{CallFeed, ChangeKind, WatchEvent};
-use gatehouse_gateway::auth::{Authenticator, Caller};
+use gatehouse_gateway::auth::{Authenticator, Caller, authenticate_current};
 use gatehouse_gateway::pipeline::{GatewayError, audit};
 use gatehouse_gateway::telemetry;
 use gatehouse_proto::v1 as pb;
@@ -46,12 +46,13 @@ impl Approvals {
 
     /// Who the request's token is, and each tenant it may review with whether it may also
     /// decide there (a cluster admin reviews every tenant; only approvers decide).
-    pub fn me(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Me, Status> {
+    pub async fn me(&self, metadata: &tonic::metadata::MetadataMap) -> Result<Me, Status> {
+        let caller = authenticate_current(&self.cluster, |registry| {
+            self.auth.authenticate_grpc(registry, metadata)
+        })
+        .await
+        .map_err(|e| to_status(e.into()))?;
         let registry = self.cluster.registry.read();
-        let caller = self
-            .auth
-            .authenticate_grpc(&registry, metadata)
-            .map_err(|e| to_status(e.into()))?;
         let tenants = registry
             .tenants()
             .filter(|tenant| require_reviewer(&caller, tenant).is_ok())
@@ -76,9 +77,12 @@ impl Approvals {
             .map(|(spec, _)| (spec.description.clone(), spec.input_schema.clone()))
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
-        let registry = self.cluster.registry.read();
-        Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
+    async fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
+        let metadata = request.metadata();
+        let caller = authenticate_current(&self.cluster, |registry| {
+            self.auth.authenticate_grpc(registry, metadata)
+        });
+        Ok(caller.await?)
     }
 
     /// The call, if it exists and its tenant is one the caller holds a role in. A call this
@@ -367,7 +371,7 @@ impl Approvals {
         &self,
         request: Request<pb::ListCallsRequest>,
     ) -> Result<pb::ListCallsResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         self.reviewable_tenant(&caller, &request.tenant)?;
         let state = convert::call_state_from(request.state)?;
@@ -395,7 +399,7 @@ impl Approvals {
         &self,
         request: Request<pb::WatchCallsRequest>,
     ) -> Result<Events, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         self.reviewable_tenant(&caller, &request.tenant)?;
         let registry = self.cluster.registry.clone();
@@ -433,7 +437,7 @@ impl Approvals {
         &self,
         request: Request<pb::GetCallRecordRequest>,
     ) -> Result<pb::GetCallRecordResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let call = self
             .visible_call(&caller, &request.get_ref().call_id)
             .await?;
@@ -447,7 +451,7 @@ impl Approvals {
         &self,
         request: Request<pb::ApproveCallRequest>,
     ) -> Result<pb::ApproveCallResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         required(&request.args_sha256, "name the args_sha256 you reviewed")?;
         let call = self.visible_call(&caller, &request.call_id).await?;
@@ -472,7 +476,7 @@ impl Approvals {
         &self,
         request: Request<pb::RejectCallRequest>,
     ) -> Result<pb::RejectCallResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         required(&request.reason, "a rejection needs a reason")?;
         let call = self.visible_call(&caller, &request.call_id).await?;
@@ -496,7 +500,7 @@ impl Approvals {
         &self,
         request: Request<pb::CancelCallRequest>,
     ) -> Result<pb::CancelCallResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         let call = self.visible_call(&caller, &request.call_id).await?;
         // A call is its own user's: another user behind the same principal does not see it.
@@ -524,7 +528,7 @@ impl Approvals {
         &self,
         request: Request<pb::ResolveCallRequest>,
     ) -> Result<pb::ResolveCallResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         required(&request.reason, "say what really happened in the reason")?;
         let outcome = match pb::ResolveOutcome::try_from(request.outcome) {

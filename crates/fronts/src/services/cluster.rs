@@ -4,7 +4,7 @@
 
 use super::status::{self, to_status};
 use gatehouse_cluster::cluster::Cluster;
-use gatehouse_gateway::auth::{Authenticator, Caller, bearer};
+use gatehouse_gateway::auth::{Authenticator, Caller, authenticate_current, bearer};
 use gatehouse_gateway::pipeline::{ErrorCode, GatewayError};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::cluster_service_client::ClusterServiceClient;
@@ -51,15 +51,19 @@ impl Membership {
         }
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
-        let registry = self.cluster.registry.read();
-        Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
+    async fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
+        let metadata = request.metadata();
+        let caller = authenticate_current(&self.cluster, |registry| {
+            self.auth.authenticate_grpc(registry, metadata)
+        });
+        Ok(caller.await?)
     }
 
     /// An operator's request: `Ok(None)` when this node leads and answers it, otherwise a
     /// client for the leader to pass it on to.
     async fn route<T>(&self, request: &Request<T>) -> Result<Option<Leader>, GatewayError> {
-        self.caller(request)?
+        self.caller(request)
+            .await?
             .require_cluster(&[Role::Admin, Role::Operator])?;
         Ok(self.leader_client().await?.map(|(client, _)| client))
     }
@@ -263,6 +267,7 @@ impl ClusterService for Membership {
         request: Request<pb::ClusterStatusRequest>,
     ) -> Result<Response<pb::ClusterStatusResponse>, Status> {
         self.caller(&request)
+            .await
             .and_then(|caller| caller.require_cluster(&[Role::Admin, Role::Operator]))
             .map_err(to_status)?;
         if let Ok(Some((mut leader, _))) = self.leader_client().await

@@ -21,8 +21,8 @@ impl Gateway {
         Gateway { pipeline }
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
-        Ok(self.pipeline.authenticate_grpc(request.metadata())?)
+    async fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
+        Ok(self.pipeline.authenticate_grpc(request.metadata()).await?)
     }
 }
 
@@ -49,7 +49,7 @@ impl Gateway {
         &self,
         request: Request<pb::CallToolRequest>,
     ) -> Result<pb::CallToolResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let trace_parent = telemetry::incoming(
             request
                 .metadata()
@@ -77,7 +77,7 @@ impl Gateway {
         &self,
         request: Request<pb::GetCallRequest>,
     ) -> Result<pb::GetCallResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let id = request.into_inner().call_id;
         let call = self.pipeline.own_call_caught_up(&caller, &id).await?;
         Ok(pb::GetCallResponse {

@@ -5,7 +5,7 @@ use super::convert::{self, page_after, page_token};
 use super::status::answer;
 use gatehouse_audit::{self as audit, AuditLog, Entry};
 use gatehouse_cluster::cluster::Cluster;
-use gatehouse_gateway::auth::{Authenticator, Caller};
+use gatehouse_gateway::auth::{Authenticator, Caller, authenticate_current};
 use gatehouse_gateway::pipeline::GatewayError;
 use gatehouse_gateway::pipeline::audit::unavailable;
 use gatehouse_proto::v1 as pb;
@@ -65,9 +65,12 @@ impl Registry {
         self.audit.writable().map_err(|e| unavailable(&e))
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
-        let registry = self.cluster.registry.read();
-        Ok(self.auth.authenticate_grpc(&registry, request.metadata())?)
+    async fn caller<T>(&self, request: &Request<T>) -> Result<Caller, GatewayError> {
+        let metadata = request.metadata();
+        let caller = authenticate_current(&self.cluster, |registry| {
+            self.auth.authenticate_grpc(registry, metadata)
+        });
+        Ok(caller.await?)
     }
 
     async fn maybe_linearizable(&self, wanted: bool) -> Result<(), GatewayError> {
@@ -204,7 +207,7 @@ impl Registry {
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<pb::ApplyResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let resources = request
             .into_inner()
             .resources
@@ -258,7 +261,7 @@ impl Registry {
         &self,
         request: Request<pb::GetResourceRequest>,
     ) -> Result<pb::GetResourceResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         let key = convert::key_from(request.key)?;
         self.maybe_linearizable(request.linearizable).await?;
@@ -275,7 +278,7 @@ impl Registry {
         &self,
         request: Request<pb::ListResourcesRequest>,
     ) -> Result<pb::ListResourcesResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         let kinds = if request.kind.is_empty() {
             Kind::ALL.to_vec()
@@ -323,7 +326,7 @@ impl Registry {
         &self,
         request: Request<pb::DeleteResourceRequest>,
     ) -> Result<pb::DeleteResourceResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let key = convert::key_from(request.into_inner().key)?;
         if !writable(&caller, &key) {
             return Err(forbid(&caller, &key));
@@ -359,7 +362,7 @@ impl Registry {
         &self,
         request: Request<pb::ResolveSkillsRequest>,
     ) -> Result<pb::ResolveSkillsResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         require_member(&caller, &request.tenant)?;
         let registry = self.cluster.registry.read();
@@ -379,7 +382,7 @@ impl Registry {
         &self,
         request: Request<pb::ResolveSkillToolsRequest>,
     ) -> Result<pb::ResolveSkillToolsResponse, GatewayError> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let request = request.into_inner();
         require_member(&caller, &request.tenant)?;
         let registry = self.cluster.registry.read();

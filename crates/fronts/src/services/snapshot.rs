@@ -6,7 +6,7 @@ use super::status::answer;
 use futures::Stream;
 use gatehouse_cluster::backup::{FORMAT, Header};
 use gatehouse_cluster::cluster::{Cluster, now_ms};
-use gatehouse_gateway::auth::Authenticator;
+use gatehouse_gateway::auth::{Authenticator, authenticate_current};
 use gatehouse_gateway::pipeline::GatewayError;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::snapshot_service_server::SnapshotService;
@@ -78,12 +78,12 @@ impl Snapshots {
         &self,
         request: Request<pb::SaveSnapshotRequest>,
     ) -> Result<ChunkStream, GatewayError> {
-        {
-            let registry = self.cluster.registry.read();
-            self.auth
-                .authenticate_grpc(&registry, request.metadata())?
-                .require_cluster(&[Role::Admin])?;
-        }
+        let metadata = request.metadata();
+        authenticate_current(&self.cluster, |registry| {
+            self.auth.authenticate_grpc(registry, metadata)
+        })
+        .await?
+        .require_cluster(&[Role::Admin])?;
         let (body, index) = self.read_state().await?;
         let term = self.cluster.raft.metrics().borrow().current_term;
         let header = Header::for_body(&body, index, term, self.cluster.id, now_ms());

@@ -3,7 +3,10 @@
 //! principal declared for the token's issuer and subject; the subject is the end user. A token
 //! with an RFC 8693 `act` claim maps to the principal of `act.sub` instead, acting for `sub`.
 
+mod current;
 mod issuer;
+
+pub use current::{NotAuthenticated, authenticate_current};
 mod jwt;
 #[cfg(test)]
 mod tests;

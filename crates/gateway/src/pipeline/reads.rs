@@ -3,7 +3,7 @@
 //! the registry's lock once, briefly (`SharedRegistry::read`), and hands back owned values.
 
 use super::{Envelope, GatewayError, Pipeline};
-use crate::auth::{AuthError, Caller};
+use crate::auth::{AuthError, Caller, NotAuthenticated, authenticate_current};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_registry::ToolsetInfo;
 use gatehouse_registry::resource::{ToolSpec, UpstreamKind};
@@ -17,19 +17,28 @@ impl Pipeline {
         self.authenticator.authenticate_bearer(&registry, token)
     }
 
-    /// Authenticates a gRPC request by its bearer API key or JWT.
-    pub fn authenticate_grpc(
+    /// Authenticates a gRPC request by its bearer API key or JWT, catching up before it calls a
+    /// key unknown ([`authenticate_current`]).
+    pub async fn authenticate_grpc(
         &self,
         metadata: &tonic::metadata::MetadataMap,
-    ) -> Result<Caller, AuthError> {
-        let registry = self.cluster.registry.read();
-        self.authenticator.authenticate_grpc(&registry, metadata)
+    ) -> Result<Caller, NotAuthenticated> {
+        authenticate_current(&self.cluster, |registry| {
+            self.authenticator.authenticate_grpc(registry, metadata)
+        })
+        .await
     }
 
-    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT.
-    pub fn authenticate_http(&self, headers: &http::HeaderMap) -> Result<Caller, AuthError> {
-        let registry = self.cluster.registry.read();
-        self.authenticator.authenticate_http(&registry, headers)
+    /// Authenticates a request of an HTTP front (MCP, A2A) by its bearer API key or JWT,
+    /// catching up before it calls a key unknown ([`authenticate_current`]).
+    pub async fn authenticate_http(
+        &self,
+        headers: &http::HeaderMap,
+    ) -> Result<Caller, NotAuthenticated> {
+        authenticate_current(&self.cluster, |registry| {
+            self.authenticator.authenticate_http(registry, headers)
+        })
+        .await
     }
 
     /// A call of the caller's own chain (the agent, or the A2A peer that delegated it), as

@@ -19,6 +19,10 @@ pub struct RawServeConfig {
     /// gRPC listen address (port 0: pick one on first start, and keep it after).
     #[arg(long)]
     pub grpc: Option<String>,
+    /// The `host:port` peers and joining nodes reach this node's gRPC listener at, recorded in
+    /// the membership (behind NAT, a port forward or a proxy). Default: the gRPC listen address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise_grpc: Option<String>,
     /// HTTP listen address: health and readiness, metrics, the MCP front at `/mcp`, A2A (`/a2a`
     /// and the Agent Card), and the approvals console (`/console`) with its API (`/api/v1`).
     #[arg(long)]
@@ -161,6 +165,7 @@ impl RawServeConfig {
             node_id: self.node_id.or(file.node_id),
             data_dir: self.data_dir.or(file.data_dir),
             grpc: self.grpc.or(file.grpc),
+            advertise_grpc: self.advertise_grpc.or(file.advertise_grpc),
             http: self.http.or(file.http),
             bootstrap: self.bootstrap || file.bootstrap,
             join: self.join.or(file.join),

@@ -20,6 +20,8 @@ pub struct ServeConfig {
     pub node_id: u64,
     pub data_dir: PathBuf,
     pub grpc: SocketAddr,
+    /// Where peers reach the gRPC listener, when not where it listens.
+    pub advertise_grpc: Option<String>,
     pub http: SocketAddr,
     pub start: Start,
     pub raft: RaftTimings,
@@ -49,6 +51,7 @@ impl fmt::Debug for ServeConfig {
             .field("node_id", &self.node_id)
             .field("data_dir", &self.data_dir)
             .field("grpc", &self.grpc)
+            .field("advertise_grpc", &self.advertise_grpc)
             .field("http", &self.http)
             .field("start", &self.start)
             .field("raft", &self.raft)

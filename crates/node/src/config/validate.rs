@@ -29,6 +29,7 @@ impl RawServeConfig {
         let data_dir = problems.keep(data_dir(self.data_dir));
         let grpc = problems.keep(listen_addr("grpc", self.grpc));
         let http = problems.keep(listen_addr("http", self.http));
+        let advertise_grpc = problems.keep(advertised_addr(self.advertise_grpc));
         let start = problems.keep(start(
             self.bootstrap,
             self.join,
@@ -77,6 +78,7 @@ impl RawServeConfig {
             node_id,
             data_dir,
             grpc,
+            advertise_grpc,
             http,
             start,
             raft,
@@ -120,6 +122,28 @@ fn listen_addr(name: &str, value: Option<String>) -> Checked<SocketAddr> {
             SocketAddr::from(([127, 0, 0, 1], 0)),
             vec![format!(
                 "{name}: {text:?} is not host:port (an IP address and a port)"
+            )],
+        ),
+    }
+}
+
+/// A `host:port` to dial this node at: a name or an IP address, and a port other than 0.
+fn advertised_addr(value: Option<String>) -> Checked<Option<String>> {
+    let Some(text) = value else {
+        return Checked::ok(None);
+    };
+    let port = text
+        .rsplit_once(':')
+        .filter(|(host, _)| !host.is_empty() && !host.contains("://"))
+        .and_then(|(_, port)| port.parse::<u16>().ok())
+        .filter(|port| *port != 0);
+    match port {
+        Some(_) => Checked::ok(Some(text)),
+        None => Checked::with(
+            None,
+            vec![format!(
+                "advertise-grpc: {text:?} is not host:port (a name or an IP address, and a port \
+                 other than 0)"
             )],
         ),
     }

@@ -198,7 +198,15 @@ fn position(status: &pb::ClusterStatusResponse, node: u64) -> Option<(u64, u64)>
         .map(|n| (n.applied_index, n.applied_index + n.lag))
 }
 
-/// Polls the leader's view until `node` lags by nothing, printing `node N: X/Y entries` on
+/// Whether a node that has `has` of the leader's `of` entries has caught up: it has them all, or
+/// it has reached `earlier`, where the leader's log ended one poll before. Under a steady stream
+/// of writes a healthy learner always trails by the entries in flight, and would never be seen
+/// with all of them.
+fn caught_up(has: u64, of: u64, earlier: Option<u64>) -> bool {
+    has >= of || earlier.is_some_and(|earlier| has >= earlier)
+}
+
+/// Polls the leader's view until `node` has caught up ([`caught_up`]), printing `node N: X/Y entries` on
 /// stderr as it moves (and about once a second while it does not).
 async fn wait_caught_up(
     cluster: &mut pb::cluster_service_client::ClusterServiceClient<client::Authed>,
@@ -207,6 +215,7 @@ async fn wait_caught_up(
 ) -> anyhow::Result<Exit> {
     let deadline = Instant::now() + timeout;
     let mut last: Option<(Option<(u64, u64)>, Instant)> = None;
+    let mut earlier = None;
     loop {
         let status = cluster
             .status(pb::ClusterStatusRequest {})
@@ -215,11 +224,12 @@ async fn wait_caught_up(
             .into_inner();
         let now = position(&status, node);
         if let Some((has, of)) = now
-            && has >= of
+            && caught_up(has, of, earlier)
         {
             println!("node {node} caught up: {has}/{of} entries");
             return Ok(Exit::Done);
         }
+        earlier = now.map(|(_, of)| of);
         let report = last.is_none_or(|(seen, at)| seen != now || at.elapsed() >= REPORT_EVERY);
         if report {
             match now {
@@ -257,5 +267,17 @@ mod tests {
         };
         assert_eq!(position(&status, 8), Some((1200, 5000)));
         assert_eq!(position(&status, 9), None);
+    }
+
+    #[test]
+    fn a_learner_trailing_a_moving_log_by_what_is_in_flight_has_caught_up() {
+        // All of it, at once.
+        assert!(caught_up(5000, 5000, None));
+        // Behind, at the first look: not yet.
+        assert!(!caught_up(4990, 5000, None));
+        // Where the leader was a poll ago, while the leader moved on: caught up.
+        assert!(caught_up(5000, 5012, Some(5000)));
+        // Still short of where the leader was a poll ago: not yet.
+        assert!(!caught_up(4200, 5012, Some(5000)));
     }
 }

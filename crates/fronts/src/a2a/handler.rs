@@ -110,11 +110,16 @@ impl Front {
         agent_tenant(caller, requested).map_err(|choice| refused(choice.into()))
     }
 
-    /// A task the caller delegated. Another peer's task and no task at all read the same.
-    fn own_task(&self, caller: &Caller, id: &str) -> Result<Envelope, A2AError> {
-        self.pipeline
-            .own_call(caller, id)
-            .ok()
+    /// A task the caller delegated, from a node that first catches up when it does not hold it
+    /// (UNAVAILABLE, to retry, when it cannot). Another peer's task and no task at all read the
+    /// same.
+    async fn own_task(&self, caller: &Caller, id: &str) -> Result<Envelope, A2AError> {
+        let call = match self.pipeline.own_call_caught_up(caller, id).await {
+            Ok(call) => call,
+            Err(e) if e.code == ErrorCode::Unavailable => return Err(refused(e)),
+            Err(_) => return Err(A2AError::task_not_found(id)),
+        };
+        Some(call)
             .filter(|c| delegated_by(c, caller))
             .map(|c| Envelope::of_record(&c))
             .ok_or_else(|| A2AError::task_not_found(id))
@@ -194,7 +199,7 @@ fn follow(
                 // A peer that went away is noticed here rather than at the next change.
                 () = events.closed() => return,
             }
-            let now = match pipeline.status(&caller, &last.call_id) {
+            let now = match pipeline.status(&caller, &last.call_id).await {
                 Ok(envelope) => envelope,
                 Err(e) => {
                     let _ = events.send(Err(refused(e))).await;
@@ -289,7 +294,7 @@ impl RequestHandler for Front {
         req: GetTaskRequest,
     ) -> Result<Task, A2AError> {
         let caller = self.caller(params)?;
-        Ok(task_of(&self.own_task(&caller, &req.id)?))
+        Ok(task_of(&self.own_task(&caller, &req.id).await?))
     }
 
     async fn list_tasks(
@@ -376,7 +381,7 @@ impl RequestHandler for Front {
         req: CancelTaskRequest,
     ) -> Result<Task, A2AError> {
         let caller = self.caller(params)?;
-        let task = self.own_task(&caller, &req.id)?;
+        let task = self.own_task(&caller, &req.id).await?;
         if task.state != CallState::Pending {
             return Err(A2AError::task_not_cancelable(&req.id));
         }
@@ -400,7 +405,7 @@ impl RequestHandler for Front {
         req: SubscribeToTaskRequest,
     ) -> Result<BoxStream<'static, Result<StreamResponse, A2AError>>, A2AError> {
         let caller = self.caller(params)?;
-        let task = self.own_task(&caller, &req.id)?;
+        let task = self.own_task(&caller, &req.id).await?;
         if task.state.is_finished() {
             return Err(A2AError::unsupported_operation(format!(
                 "task {} is already final ({}); GetTask reads it",

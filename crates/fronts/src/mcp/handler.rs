@@ -135,7 +135,7 @@ impl Handler {
                 .wait(&agent.caller, call_id, Duration::from_millis(wait_ms))
                 .await
         } else {
-            pipeline.status(&agent.caller, call_id)
+            pipeline.status(&agent.caller, call_id).await
         };
         match envelope {
             Ok(envelope) if settled(envelope.state) => render::settled(&envelope),
@@ -318,6 +318,7 @@ impl ServerHandler for Handler {
             .front
             .pipeline
             .status(&agent.caller, &request.task_id)
+            .await
             .map_err(refused)?;
         Ok(GetTaskResult::new(tasks::detailed(&self.front, &envelope)))
     }
@@ -418,6 +419,7 @@ impl ServerHandler for Handler {
             self.front
                 .pipeline
                 .status(&agent.caller, call_id)
+                .await
                 .map(|envelope| {
                     ResourceContents::text(tasks::envelope_json(&envelope).to_string(), uri.clone())
                         .with_mime_type("application/json")

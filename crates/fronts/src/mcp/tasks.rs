@@ -65,6 +65,7 @@ pub async fn cancel(front: &Arc<Front>, agent: &Agent, task_id: &str) -> Result<
     let envelope = front
         .pipeline
         .status(&agent.caller, task_id)
+        .await
         .map_err(refused)?;
     if envelope.state.is_finished() || envelope.state == CallState::OutcomeUnknown {
         return Err(refused(GatewayError::new(

@@ -389,7 +389,7 @@ impl Pipeline {
         let deadline = tokio::time::Instant::now() + within;
         let mut applied = self.cluster.applied.clone();
         loop {
-            let envelope = self.status(caller, call_id)?;
+            let envelope = self.status(caller, call_id).await?;
             if envelope.state.is_finished() || envelope.state == CallState::OutcomeUnknown {
                 return Ok(envelope);
             }
@@ -434,7 +434,7 @@ impl Pipeline {
             ),
             other => other.into(),
         })?;
-        self.status(caller, call_id)
+        self.status(caller, call_id).await
     }
 
     /// Widens what the caller sees by a toolset, for good: the choice is kept in the registry,

@@ -41,10 +41,12 @@ impl Pipeline {
         .await
     }
 
-    /// A call of the caller's own chain (the agent, or the A2A peer that delegated it), as
-    /// this node's registry has it. Someone else's call and no call at all read the same.
-    pub fn status(&self, caller: &Caller, call_id: &str) -> Result<Envelope, GatewayError> {
-        self.own_call(caller, call_id)
+    /// A call of the caller's own chain (the agent, or the A2A peer that delegated it), from a
+    /// node that first catches up when it does not hold it ([`Pipeline::own_call_caught_up`]).
+    /// Someone else's call and no call at all read the same.
+    pub async fn status(&self, caller: &Caller, call_id: &str) -> Result<Envelope, GatewayError> {
+        self.own_call_caught_up(caller, call_id)
+            .await
             .map(|call| Envelope::of_record(&call))
     }
 

@@ -1,6 +1,7 @@
 //! One campaign from start to report: form the cluster, declare the tenant, start the upstream
 //! and the clients, let the nemesis run, heal everything, let the cluster settle, read every
-//! node's view and audit log, and hand the history to the checkers.
+//! node's view and audit log, restart a new cluster from a backup of that state, and hand the
+//! history to the checkers.
 
 use crate::check::{self, Anomaly};
 use crate::client::Recorder;
@@ -19,8 +20,12 @@ pub struct Settings {
     pub seed: u64,
     /// How long the nemesis runs.
     pub duration: Duration,
-    /// The mean time between faults.
+    /// The quiet time after a fault healed (drawn from half of it to all of it).
     pub every: Duration,
+    /// How long each fault is held.
+    pub hold: nemesis::Hold,
+    /// Stop after this many rounds of faults, or at `duration` if sooner.
+    pub rounds: Option<usize>,
     pub kinds: Vec<FaultKind>,
     /// The `gatehouse` binary.
     pub bin: PathBuf,
@@ -34,6 +39,8 @@ pub struct Outcome {
     pub history: History,
     pub anomalies: Vec<Anomaly>,
     pub unavailability: BTreeMap<FaultKind, Micros>,
+    /// How long writes took to come back after each kind of fault.
+    pub recovery: BTreeMap<FaultKind, check::availability::Recovery>,
     /// gRPC codes the clients met, counted.
     pub errors: BTreeMap<String, usize>,
     /// The first message of each code.
@@ -79,15 +86,14 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
     clients.push(tokio::spawn(workload::approvers(n, seed, shared.clone())));
 
     let until = Instant::now() + settings.duration;
-    let faults = nemesis::run(
-        &mut cluster,
-        settings.seed,
-        &settings.kinds,
-        settings.every,
-        until,
-        &recorder,
-    )
-    .await;
+    let plan = nemesis::Plan {
+        seed: settings.seed,
+        kinds: settings.kinds.clone(),
+        every: settings.every,
+        hold: settings.hold,
+        rounds: settings.rounds,
+    };
+    let faults = nemesis::run(&mut cluster, &plan, until, &recorder).await;
 
     let healed_at = recorder.now();
     shared.stop.store(true, Ordering::Relaxed);
@@ -97,6 +103,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
     cluster.heal_all()?;
     println!("healed; waiting for the cluster to settle");
     let mut nodes = observe::views(&cluster, &recorder).await?;
+    // Saved from the settled cluster before its nodes stop.
+    let restored = crate::restore::run(settings, &cluster, &nodes, &recorder).await;
     for (id, view) in &mut nodes {
         tokio::task::block_in_place(|| cluster.procs.stop(*id, Duration::from_secs(10)));
         observe::audit(&cluster.procs.data_dir(*id), view);
@@ -126,8 +134,9 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
         executions,
     };
     Ok(Outcome {
-        anomalies: check::all(&history),
+        anomalies: [check::all(&history), restored].concat(),
         unavailability: check::availability::unavailability(&history),
+        recovery: check::availability::recovery(&history),
         errors: recorder.errors(),
         samples: recorder.samples(),
         history,

@@ -59,6 +59,30 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// A one-voter cluster of the one node already running in `procs` (one restored from a
+    /// backup), once it leads; `add_voter` grows it with the next ids. No firewall: no faults
+    /// are injected into it.
+    pub async fn adopt(procs: Procs, admin: String) -> anyhow::Result<Cluster> {
+        let (&id, node) = procs
+            .nodes
+            .iter()
+            .next()
+            .context("a cluster to adopt has a node")?;
+        let channels = Channels::default();
+        channels.add(id, &node.grpc, &node.http)?;
+        let cluster = Cluster {
+            procs,
+            firewall: None,
+            channels,
+            admin,
+            next_id: id + 1,
+            retired: Vec::new(),
+        };
+        cluster.wait_leader(Duration::from_secs(30)).await?;
+        cluster.channels.serve(id);
+        Ok(cluster)
+    }
+
     pub async fn status(&self, id: u64) -> Option<pb::ClusterStatusResponse> {
         let mut client = self.channels.cluster(id, &self.admin);
         client
@@ -117,6 +141,14 @@ impl Cluster {
 
     /// Starts a new node, lets it join as a learner, and promotes it once it caught up.
     pub async fn add_voter(&mut self) -> anyhow::Result<u64> {
+        let id = self.add_learner().await?;
+        self.promote(id).await?;
+        Ok(id)
+    }
+
+    /// Starts a new node and lets it join as a learner; its id. Learners started one after the
+    /// other catch up at the same time.
+    pub async fn add_learner(&mut self) -> anyhow::Result<u64> {
         let id = self.next_id;
         self.next_id += 1;
         let leader = self.wait_leader(Duration::from_secs(20)).await?;
@@ -125,13 +157,29 @@ impl Cluster {
         tokio::task::block_in_place(|| self.procs.start(id, &["--join", &join], Some(&admin)))?;
         let node = &self.procs.nodes[&id];
         self.channels.add(id, &node.grpc, &node.http)?;
+        Ok(id)
+    }
+
+    /// Promotes learner `id` once it caught up. One that does not within 30 s is removed again,
+    /// so that none is left behind as a learner.
+    pub async fn promote(&mut self, id: u64) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
+        // Under the workload's writes the learner always trails by what is in flight: it has
+        // caught up once it holds everything the leader held a poll before (as
+        // `gatehouse cluster wait-caught-up` decides).
+        let mut earlier: Option<u64> = None;
         loop {
             let leader = self.wait_leader(Duration::from_secs(20)).await?;
-            let caught_up = self
-                .status(leader)
-                .await
-                .is_some_and(|s| s.nodes.iter().any(|n| n.node_id == id && n.lag == 0));
+            let position = self.status(leader).await.and_then(|s| {
+                s.nodes
+                    .iter()
+                    .find(|n| n.node_id == id)
+                    .map(|n| (n.applied_index, n.applied_index + n.lag))
+            });
+            let caught_up = position.is_some_and(|(has, of)| {
+                has >= of || earlier.is_some_and(|earlier| has >= earlier)
+            });
+            earlier = position.map(|(_, of)| of);
             if caught_up {
                 let mut client = self.channels.membership(leader, &self.admin);
                 if client
@@ -140,7 +188,7 @@ impl Cluster {
                     .is_ok()
                 {
                     self.channels.serve(id);
-                    return Ok(id);
+                    return Ok(());
                 }
             }
             if Instant::now() > deadline {
@@ -150,7 +198,7 @@ impl Cluster {
                     "node {id} did not catch up and become a voter within 30 s (removed: {removed:?})"
                 );
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -161,9 +209,11 @@ impl Cluster {
             let leader = self.wait_leader(Duration::from_secs(20)).await?;
             let mut client = self.channels.membership(leader, &self.admin);
             match client.remove(pb::RemoveRequest { node_id: id }).await {
+                // An earlier attempt that timed out on this side may have taken effect.
                 Ok(_) => break,
+                Err(e) if e.code() == tonic::Code::NotFound => break,
                 Err(e) if Instant::now() > deadline => bail!("removing node {id}: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
         tokio::task::block_in_place(|| self.procs.stop(id, Duration::from_secs(5)));
@@ -173,13 +223,43 @@ impl Cluster {
         Ok(())
     }
 
+    /// Replaces `lost`, a voter whose process is gone for good, as an operator does: a fresh
+    /// node joins and is promoted, then `lost` is removed; its successor's id. `lost`'s data
+    /// directory stays where it is, never started again (ids are never reused), so its audit log
+    /// is read with the other retired nodes'. When the successor cannot be added or `lost`
+    /// cannot be removed, `lost` is started again from its data directory, so the cluster is left
+    /// working (with four voters in the second case), and the error says so.
+    pub async fn replace(&mut self, lost: u64) -> anyhow::Result<u64> {
+        let successor = match self.add_voter().await {
+            Ok(id) => id,
+            Err(e) => {
+                let restarted = tokio::task::block_in_place(|| self.procs.restart(lost));
+                bail!(
+                    "no successor for node {lost}: {e:#}; node {lost} restarted from its data \
+                     directory instead ({restarted:?})"
+                );
+            }
+        };
+        if let Err(e) = self.remove(lost).await {
+            let restarted = tokio::task::block_in_place(|| self.procs.restart(lost));
+            bail!(
+                "node {successor} joined, but the lost node {lost} could not be removed: {e:#}; \
+                 node {lost} restarted from its data directory ({restarted:?})"
+            );
+        }
+        Ok(successor)
+    }
+
     /// The nodes removed so far.
     pub fn retired(&self) -> Vec<u64> {
         self.retired.clone()
     }
 
-    /// Every fault undone: cuts healed, paused nodes resumed, killed nodes started again.
+    /// Every fault undone: delays cleared, cuts healed, paused nodes resumed, killed nodes started
+    /// again. A removed node, a replaced one included, is no longer in `procs.nodes` and stays
+    /// down.
     pub fn heal_all(&mut self) -> anyhow::Result<()> {
+        self.procs.clear_delays();
         if let Some(firewall) = &mut self.firewall {
             firewall.heal().map_err(anyhow::Error::msg)?;
         }

@@ -86,6 +86,13 @@ pub enum FaultKind {
     Resize,
     /// Every node restarted in turn.
     RollingRestart,
+    /// A voter lost for good (SIGKILL, never restarted) and replaced: a fresh node joins and is
+    /// promoted, then the lost one is removed. Its data directory stays where it was, unused, so
+    /// its audit log is read with the other retired nodes'.
+    Replace,
+    /// Every chunk to and from one voter, or every node, delayed (50-400 ms each way) by the
+    /// node's delay proxy, which its peers reach it through.
+    Latency,
 }
 
 /// One fault, from when it was injected to when it was healed.

@@ -16,6 +16,8 @@ pub mod history;
 pub mod nemesis;
 pub mod observe;
 pub mod procs;
+pub mod proxy;
 pub mod report;
+pub mod restore;
 pub mod setup;
 pub mod workload;

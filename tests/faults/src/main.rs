@@ -18,9 +18,16 @@ struct Args {
     /// How long faults are injected, in seconds.
     #[arg(long, default_value_t = 60)]
     seconds: u64,
-    /// Mean time between faults, in milliseconds.
-    #[arg(long, default_value_t = 3000)]
+    /// The quiet time between one fault healed (a leader back) and the next, in milliseconds:
+    /// drawn from half of it to all of it.
+    #[arg(long, default_value_t = 1000)]
     every_ms: u64,
+    /// How long each fault is held before it is healed: MIN..MAX milliseconds, drawn evenly.
+    #[arg(long, default_value = "500..2500", value_name = "MIN..MAX")]
+    hold_ms: nemesis::Hold,
+    /// Stop after this many rounds (every kind once a round), or at --seconds if sooner.
+    #[arg(long)]
+    rounds: Option<usize>,
     /// Only these kinds of fault (comma-separated, snake_case); every kind when absent.
     #[arg(long, value_delimiter = ',')]
     kinds: Vec<String>,
@@ -59,6 +66,8 @@ fn run(args: Args) -> anyhow::Result<bool> {
         seed: args.seed.unwrap_or_else(rand::random),
         duration: Duration::from_secs(args.seconds),
         every: Duration::from_millis(args.every_ms.max(200)),
+        hold: args.hold_ms,
+        rounds: args.rounds,
         kinds,
         bin: args.bin.unwrap_or_else(campaign::default_bin),
         dir: temp.clone(),

@@ -1,17 +1,19 @@
 //! The nemesis: one fault every few seconds, chosen by a seeded generator, held for a while and
-//! healed, each recorded with its start and end. The same seed gives the same sequence of kinds,
-//! targets (by position among the candidates) and hold times; which node is the leader or a
-//! tenant's home when a fault strikes is the cluster's doing.
+//! healed, each recorded with its start and end. Kinds come in rounds, each a seeded shuffle of
+//! every kind, so a short run meets every kind as often as any other. The same seed gives the
+//! same sequence of kinds, targets (by position among the candidates) and hold times; which node
+//! is the leader or a tenant's home when a fault strikes is the cluster's doing.
 
 use crate::client::Recorder;
 use crate::cluster::Cluster;
 use crate::history::{Fault, FaultKind};
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
 
 /// Every kind, in the order the report lists them.
-pub const ALL: [FaultKind; 10] = [
+pub const ALL: [FaultKind; 12] = [
     FaultKind::KillRandom,
     FaultKind::KillLeader,
     FaultKind::KillHome,
@@ -22,6 +24,8 @@ pub const ALL: [FaultKind; 10] = [
     FaultKind::OneWay,
     FaultKind::Resize,
     FaultKind::RollingRestart,
+    FaultKind::Replace,
+    FaultKind::Latency,
 ];
 
 pub fn needs_firewall(kind: FaultKind) -> bool {
@@ -31,29 +35,165 @@ pub fn needs_firewall(kind: FaultKind) -> bool {
     )
 }
 
-/// Runs faults until `until`, one every `every` (with jitter), and heals the last before it
-/// returns. A fault that could not be injected (no leader to kill, say) is skipped and said.
+/// How long a fault is held before it is healed: drawn evenly from `min..=max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl Default for Hold {
+    fn default() -> Self {
+        Hold {
+            min: Duration::from_millis(500),
+            max: Duration::from_millis(2500),
+        }
+    }
+}
+
+impl std::str::FromStr for Hold {
+    type Err = String;
+
+    /// `MIN..MAX` in milliseconds, as `--hold-ms` takes it.
+    fn from_str(s: &str) -> Result<Hold, String> {
+        let (min, max) = s
+            .split_once("..")
+            .ok_or_else(|| format!("{s:?} is not MIN..MAX (milliseconds)"))?;
+        let ms = |v: &str| {
+            v.trim()
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|e| format!("{v:?}: {e}"))
+        };
+        let (min, max) = (ms(min)?, ms(max)?);
+        if min > max {
+            return Err(format!("{s:?}: the minimum is above the maximum"));
+        }
+        Ok(Hold { min, max })
+    }
+}
+
+/// What the nemesis does: which kinds, how often, for how long, and for how many rounds.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub seed: u64,
+    pub kinds: Vec<FaultKind>,
+    /// The quiet time after a fault healed, drawn from half of it to all of it.
+    pub every: Duration,
+    pub hold: Hold,
+    /// Stop after this many rounds (each kind once per round); `None`: run until the time is up.
+    pub rounds: Option<usize>,
+}
+
+/// One fault to come, drawn from the seed alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// The round it belongs to, counting from 1: each round holds every kind once.
+    pub round: usize,
+    pub kind: FaultKind,
+    /// The quiet time before it.
+    pub wait: Duration,
+    pub hold: Duration,
+    /// Chooses its target by position among the candidates.
+    pub pick: u64,
+}
+
+/// The nemesis's plan: an endless sequence of steps in rounds, each round a seeded shuffle of
+/// every kind (each named once, however often it was given). The steps are a function of the
+/// arguments alone: no clock, no cluster.
+#[derive(Debug)]
+pub struct Schedule {
+    rng: StdRng,
+    kinds: Vec<FaultKind>,
+    every: Duration,
+    hold: Hold,
+    round: usize,
+    /// What is left of the current round, taken from the end.
+    left: Vec<FaultKind>,
+}
+
+impl Schedule {
+    pub fn new(seed: u64, kinds: &[FaultKind], every: Duration, hold: Hold) -> Schedule {
+        let mut unique = Vec::new();
+        for kind in kinds {
+            if !unique.contains(kind) {
+                unique.push(*kind);
+            }
+        }
+        Schedule {
+            rng: StdRng::seed_from_u64(seed ^ 0x6e656d65736973),
+            kinds: unique,
+            every,
+            hold,
+            round: 0,
+            left: Vec::new(),
+        }
+    }
+}
+
+impl Iterator for Schedule {
+    type Item = Step;
+
+    fn next(&mut self) -> Option<Step> {
+        if self.left.is_empty() {
+            self.left = self.kinds.clone();
+            self.left.shuffle(&mut self.rng);
+            self.round += 1;
+        }
+        let kind = self.left.pop()?;
+        let wait = self.every.mul_f64(self.rng.random_range(0.5..1.0));
+        let hold = self.rng.random_range(self.hold.min..=self.hold.max);
+        let pick = self.rng.random::<u64>();
+        Some(Step {
+            round: self.round,
+            kind,
+            wait,
+            hold,
+            pick,
+        })
+    }
+}
+
+/// Runs the plan's faults until its rounds are done or `until`, whichever comes first, each
+/// after its quiet time and held for its hold, and heals the last before it returns. A fault
+/// that could not be injected (no leader to kill, say) is skipped and said.
 pub async fn run(
     cluster: &mut Cluster,
-    seed: u64,
-    kinds: &[FaultKind],
-    every: Duration,
+    plan: &Plan,
     until: Instant,
     recorder: &Recorder,
 ) -> Vec<Fault> {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x6e656d65736973);
-    let kinds: Vec<FaultKind> = kinds
+    let kinds: Vec<FaultKind> = plan
+        .kinds
         .iter()
         .copied()
         .filter(|k| cluster.firewall.is_some() || !needs_firewall(*k))
         .collect();
     let mut faults = Vec::new();
-    while Instant::now() + every < until {
-        let wait = every.mul_f64(rng.random_range(0.5..1.0));
+    let mut round = 0;
+    for step in Schedule::new(plan.seed, &kinds, plan.every, plan.hold) {
+        let Step {
+            kind,
+            wait,
+            hold,
+            pick,
+            ..
+        } = step;
+        if Instant::now() + wait + hold >= until
+            || plan.rounds.is_some_and(|rounds| step.round > rounds)
+        {
+            break;
+        }
+        if step.round != round {
+            round = step.round;
+            let left = until.saturating_duration_since(Instant::now());
+            println!(
+                "round {round}: {} faults so far, {} s left",
+                faults.len(),
+                left.as_secs()
+            );
+        }
         tokio::time::sleep(wait).await;
-        let kind = kinds[rng.random_range(0..kinds.len())];
-        let hold = Duration::from_millis(rng.random_range(500..2500));
-        let pick = rng.random::<u64>();
         let start = recorder.now();
         match inject(cluster, kind, hold, pick).await {
             Ok(nodes) => {
@@ -90,7 +230,13 @@ async fn inject(
     hold: Duration,
     pick: u64,
 ) -> anyhow::Result<Vec<u64>> {
-    let voters = cluster.voters().await;
+    // The leader the nemesis waited for may be a moment old: an election may be under way.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut voters = cluster.voters().await;
+    while voters.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        voters = cluster.voters().await;
+    }
     anyhow::ensure!(!voters.is_empty(), "no leader to ask for the voters");
     let any = voters[(pick % voters.len() as u64) as usize];
     let others =
@@ -145,15 +291,26 @@ async fn inject(
             vec![from, to]
         }
         FaultKind::Resize => {
-            let a = cluster.add_voter().await?;
-            let b = match cluster.add_voter().await {
+            // Both join before either is promoted, so they catch up at the same time.
+            let a = cluster.add_learner().await?;
+            let b = match cluster.add_learner().await {
                 Ok(b) => b,
                 Err(e) => {
-                    // Back to three voters, whatever happened to the second.
                     cluster.remove(a).await?;
                     return Err(e);
                 }
             };
+            for id in [a, b] {
+                if let Err(e) = cluster.promote(id).await {
+                    // Back to three voters (a learner that did not catch up is gone already).
+                    for id in [a, b] {
+                        if cluster.procs.nodes.contains_key(&id) {
+                            cluster.remove(id).await?;
+                        }
+                    }
+                    return Err(e);
+                }
+            }
             cluster.remove(a).await?;
             cluster.remove(b).await?;
             vec![a, b]
@@ -168,6 +325,30 @@ async fn inject(
             }
             voters.clone()
         }
+        FaultKind::Replace => {
+            // The machine is lost: the cluster runs a voter short for `hold`, until the
+            // operator brings in a successor and removes the lost node.
+            tokio::task::block_in_place(|| cluster.procs.kill(any));
+            tokio::time::sleep(hold).await;
+            let successor = cluster.replace(any).await?;
+            vec![any, successor]
+        }
+        FaultKind::Latency => {
+            // Beyond the heartbeat and up to the election timeout: followers may start
+            // elections, and a delayed leader may lose its lease.
+            let delay = Duration::from_millis(50 + (pick >> 32) % 351);
+            let slowed = if (pick >> 16) & 1 == 0 {
+                vec![any]
+            } else {
+                cluster.procs.nodes.keys().copied().collect()
+            };
+            for &id in &slowed {
+                cluster.procs.set_delay(id, delay);
+            }
+            tokio::time::sleep(hold).await;
+            cluster.procs.clear_delays();
+            slowed
+        }
     };
     Ok(nodes)
 }
@@ -181,4 +362,68 @@ fn firewall(cluster: &mut Cluster) -> anyhow::Result<&mut crate::firewall::Firew
 
 fn no_leader() -> anyhow::Error {
     anyhow::anyhow!("no leader")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(seed: u64, kinds: &[FaultKind]) -> Schedule {
+        Schedule::new(seed, kinds, Duration::from_secs(3), Hold::default())
+    }
+
+    #[test]
+    fn every_round_holds_each_kind_once() {
+        let k = 20;
+        let steps: Vec<Step> = schedule(7, &ALL).take(k * ALL.len()).collect();
+        for kind in ALL {
+            let count = steps.iter().filter(|s| s.kind == kind).count();
+            assert_eq!(count, k, "{kind:?}");
+        }
+        for (i, round) in steps.chunks(ALL.len()).enumerate() {
+            assert!(round.iter().all(|s| s.round == i + 1));
+            let mut kinds: Vec<FaultKind> = round.iter().map(|s| s.kind).collect();
+            kinds.sort();
+            assert_eq!(kinds, ALL.to_vec(), "round {}", i + 1);
+        }
+    }
+
+    #[test]
+    fn the_seed_fixes_the_schedule() {
+        let a: Vec<Step> = schedule(7, &ALL).take(100).collect();
+        let b: Vec<Step> = schedule(7, &ALL).take(100).collect();
+        let c: Vec<Step> = schedule(8, &ALL).take(100).collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // Shuffled, not in the order given.
+        let first: Vec<FaultKind> = a.iter().take(ALL.len()).map(|s| s.kind).collect();
+        assert_ne!(first, ALL.to_vec());
+    }
+
+    #[test]
+    fn holds_and_waits_stay_in_their_ranges() {
+        let hold: Hold = "100..300".parse().unwrap();
+        let every = Duration::from_millis(1000);
+        for step in Schedule::new(1, &ALL, every, hold).take(500) {
+            assert!(hold.min <= step.hold && step.hold <= hold.max);
+            assert!(every / 2 <= step.wait && step.wait < every);
+        }
+    }
+
+    #[test]
+    fn a_kind_given_twice_comes_once_a_round_and_no_kinds_no_steps() {
+        let kinds = [FaultKind::Pause, FaultKind::Pause, FaultKind::Replace];
+        let steps: Vec<Step> = schedule(3, &kinds).take(4).collect();
+        assert_eq!(steps.iter().filter(|s| s.round == 1).count(), 2);
+        assert_eq!(schedule(3, &[]).next(), None);
+    }
+
+    #[test]
+    fn hold_is_read_as_min_dot_dot_max() {
+        let hold: Hold = "500..2500".parse().unwrap();
+        assert_eq!(hold, Hold::default());
+        assert!("2500..500".parse::<Hold>().is_err());
+        assert!("500".parse::<Hold>().is_err());
+        assert!("a..b".parse::<Hold>().is_err());
+    }
 }

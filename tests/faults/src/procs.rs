@@ -1,8 +1,10 @@
 //! The cluster's node processes: `gatehouse serve`, each on a loopback address of its own
 //! (127.0.0.1N) so that firewall rules can cut one pair of nodes; SIGKILL, SIGSTOP/SIGCONT and
 //! restarts from the data directory. A node started on port 0 records the address it got and
-//! binds it again when restarted.
+//! binds it again when restarted. Peers reach each node through its delay proxy
+//! ([`crate::proxy`], on 127.0.1.1N), whose address the node advertises; clients connect directly.
 
+use crate::proxy::Proxy;
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -17,6 +19,8 @@ pub struct Node {
     pub grpc: String,
     /// `host:port` of its HTTP listener (MCP at `/mcp`, A2A at `/a2a`).
     pub http: String,
+    /// `host:port` of its delay proxy: the gRPC address it advertises, which peers reach it by.
+    pub advertised: String,
     child: Option<Child>,
     paused: bool,
 }
@@ -40,13 +44,25 @@ pub fn ip_of(id: u64) -> String {
     format!("127.0.0.{}", 10 + id)
 }
 
+/// The loopback address of node `id`'s delay proxy: apart from every node's, so that a firewall
+/// rule against a node's address never matches its proxy's, or another's.
+pub fn proxy_ip_of(id: u64) -> String {
+    format!("127.0.1.{}", 10 + id)
+}
+
 /// Every node of the campaign, by id.
 #[derive(Debug)]
 pub struct Procs {
     bin: PathBuf,
     dir: PathBuf,
     pub nodes: BTreeMap<u64, Node>,
+    /// Each node's delay proxy, started before the node and kept across its restarts.
+    proxies: BTreeMap<u64, Proxy>,
 }
+
+/// The upper bound of the election timeout [`TIMINGS`] sets: the availability goal is writes
+/// back within it plus a second.
+pub const ELECTION_MAX_MS: u64 = 600;
 
 /// Raft timings for a cluster on loopback: elections in well under a second.
 const TIMINGS: [&str; 6] = [
@@ -64,6 +80,7 @@ impl Procs {
             bin,
             dir,
             nodes: BTreeMap::new(),
+            proxies: BTreeMap::new(),
         }
     }
 
@@ -74,13 +91,19 @@ impl Procs {
     /// Starts node `id` for the first time, with `extra` arguments (`--bootstrap`, `--join`).
     pub fn start(&mut self, id: u64, extra: &[&str], token: Option<&str>) -> anyhow::Result<()> {
         let ip = ip_of(id);
+        let proxy = Proxy::start(format!("{}:0", proxy_ip_of(id)).parse()?)
+            .with_context(|| format!("node {id}'s delay proxy"))?;
+        let advertised = proxy.addr().to_string();
+        self.proxies.insert(id, proxy);
         let (child, grpc, http) = self.spawn(id, &format!("{ip}:0"), extra, token)?;
+        self.proxies[&id].set_target(grpc.parse().context("the node's gRPC address")?);
         self.nodes.insert(
             id,
             Node {
                 id,
                 grpc,
                 http,
+                advertised,
                 child: Some(child),
                 paused: false,
             },
@@ -113,6 +136,7 @@ impl Procs {
         token: Option<&str>,
     ) -> anyhow::Result<(Child, String, String)> {
         let data = self.data_dir(id);
+        let advertised = self.proxies.get(&id).context("no delay proxy")?.addr();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -123,6 +147,7 @@ impl Procs {
             .arg("--data-dir")
             .arg(&data)
             .args(["--grpc", grpc, "--http", &format!("{}:0", ip_of(id))])
+            .args(["--advertise-grpc", &advertised.to_string()])
             .args(TIMINGS)
             // The campaign's MCP client calls each node by its own loopback address.
             .args(["--mcp-allowed-host", "*"])
@@ -228,6 +253,20 @@ impl Procs {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Delays every chunk to node `id` and from it, through its proxy, by `delay`.
+    pub fn set_delay(&self, id: u64, delay: std::time::Duration) {
+        if let Some(proxy) = self.proxies.get(&id) {
+            proxy.set_delay(delay);
+        }
+    }
+
+    /// No proxy delays anything.
+    pub fn clear_delays(&self) {
+        for proxy in self.proxies.values() {
+            proxy.set_delay(std::time::Duration::ZERO);
+        }
     }
 }
 

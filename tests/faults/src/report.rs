@@ -2,8 +2,9 @@
 //! under each kind of fault, and every anomaly the checkers found.
 
 use crate::campaign::Outcome;
-use crate::history::{FaultKind, OpKind, Outcome as OpOutcome};
+use crate::history::{FaultKind, Micros, OpKind, Outcome as OpOutcome};
 use crate::nemesis::ALL;
+use crate::procs::ELECTION_MAX_MS;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -54,7 +55,10 @@ pub fn render(outcome: &Outcome) -> String {
             .filter(|f| {
                 matches!(
                     f.kind,
-                    FaultKind::KillHome | FaultKind::KillLeader | FaultKind::KillRandom
+                    FaultKind::KillHome
+                        | FaultKind::KillLeader
+                        | FaultKind::KillRandom
+                        | FaultKind::Replace
                 )
             })
             .count();
@@ -66,22 +70,41 @@ pub fn render(outcome: &Outcome) -> String {
     }
 
     let _ = writeln!(out, "faults: {}", history.faults.len());
+    let goal = (ELECTION_MAX_MS + 1_000) * 1_000;
     let _ = writeln!(
         out,
-        "  {:<16} {:>5} {:>28}",
-        "kind", "count", "longest write stall (s)"
+        "  {:<16} {:>5} {:>13}   first write through a spared node (s): {:>6} {:>6} {:>9}",
+        "kind",
+        "count",
+        "longest stall",
+        "median",
+        "worst",
+        format!("> {:.1} s", goal as f64 / 1e6)
     );
+    let seconds = |us: Option<Micros>| {
+        us.map_or_else(|| "-".to_owned(), |us| format!("{:.2}", us as f64 / 1e6))
+    };
     for kind in ALL {
         let count = history.faults.iter().filter(|f| f.kind == kind).count();
         if count == 0 {
             continue;
         }
-        let stall = outcome
-            .unavailability
-            .get(&kind)
-            .map_or_else(|| "-".to_owned(), |us| format!("{:.2}", *us as f64 / 1e6));
-        let _ = writeln!(out, "  {:<16} {count:>5} {stall:>28}", format!("{kind:?}"));
+        let stall = seconds(outcome.unavailability.get(&kind).copied());
+        let recovery = outcome.recovery.get(&kind).cloned().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {:<16} {count:>5} {stall:>13}   {:>45} {:>6} {:>9}",
+            format!("{kind:?}"),
+            seconds(recovery.median()),
+            seconds(recovery.worst()),
+            recovery.over(goal),
+        );
     }
+    let _ = writeln!(
+        out,
+        "  (a stall: the longest gap between acknowledged writes overlapping a fault; the goal: \
+         writes through a spared node within the {ELECTION_MAX_MS} ms election timeout + 1 s)"
+    );
     if !outcome.errors.is_empty() {
         let _ = writeln!(out, "errors the clients met, by code:");
         for (code, count) in &outcome.errors {

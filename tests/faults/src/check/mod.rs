@@ -11,7 +11,7 @@ pub mod calls;
 pub mod linearizable;
 
 #[cfg(test)]
-mod fixture;
+pub(crate) mod fixture;
 
 use crate::history::History;
 use serde::Serialize;
@@ -19,7 +19,8 @@ use serde::Serialize;
 /// One thing a checker found wrong with a history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Anomaly {
-    /// The checker that found it: `linearizable`, `calls` or `audit`.
+    /// The checker that found it: `linearizable`, `calls` or `audit`; or `restore`, the
+    /// campaign's restart from a backup (see [`crate::restore`]).
     pub checker: &'static str,
     /// What is wrong, naming the key, call, intent or node involved.
     pub what: String,

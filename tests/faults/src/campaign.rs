@@ -7,7 +7,7 @@ use crate::check::{self, Anomaly};
 use crate::client::Recorder;
 use crate::cluster::Cluster;
 use crate::history::{Execution, FaultKind, History, Micros, NodeView};
-use crate::{nemesis, observe, setup, workload};
+use crate::{nemesis, observe, restore, setup, workload};
 use gatehouse_proto::v1 as pb;
 use gatehouse_tests::upstream::RecordingUpstream;
 use std::collections::BTreeMap;
@@ -104,7 +104,12 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
     println!("healed; waiting for the cluster to settle");
     let mut nodes = observe::views(&cluster, &recorder).await?;
     // Saved from the settled cluster before its nodes stop.
-    let restored = crate::restore::run(settings, &cluster, &nodes, &recorder).await;
+    let phase = restore::Settings {
+        seed: settings.seed,
+        bin: settings.bin.clone(),
+        dir: settings.dir.clone(),
+    };
+    let restored = restore::run(&phase, &cluster, &nodes, &recorder).await;
     for (id, view) in &mut nodes {
         tokio::task::block_in_place(|| cluster.procs.stop(*id, Duration::from_secs(10)));
         observe::audit(&cluster.procs.data_dir(*id), view);

@@ -8,7 +8,6 @@
 //! backup and the API keys inside it. Its nodes get ids of their own (from 101, so their loopback
 //! addresses are none of the original's) and data directories under `restored/`.
 
-use crate::campaign::Settings;
 use crate::check::Anomaly;
 use crate::client::Recorder;
 use crate::cluster::Cluster;
@@ -29,6 +28,17 @@ const COMMAND_WITHIN: Duration = Duration::from_secs(60);
 /// A register only this phase writes.
 const PROBE: &str = "restore-probe";
 const CHECKER: &str = "restore";
+
+/// What the phase takes of the campaign's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Picks the voter the backup is saved from.
+    pub seed: u64,
+    /// The `gatehouse` binary.
+    pub bin: std::path::PathBuf,
+    /// The campaign's directory; the restored cluster lives in `restored/` under it.
+    pub dir: std::path::PathBuf,
+}
 
 /// What the phase measured, for its section of the report.
 #[derive(Debug, Default)]

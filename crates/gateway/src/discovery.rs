@@ -27,8 +27,19 @@ use tokio::time::Instant;
 
 /// How often the loop looks for upstreams that are due.
 const TICK: Duration = Duration::from_secs(1);
-/// How soon a listing that failed is tried again (or the refresh period, if shorter).
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(30);
+/// How soon a listing that failed is tried again: after the first failure, doubling with each
+/// one after it up to the most.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const MOST_RETRY: Duration = Duration::from_secs(30);
+
+/// The wait before listing an upstream again after `failures` failures in a row (1 or more): an
+/// upstream put a moment before it answered is listed again within a second, one that stays
+/// down is asked every [`MOST_RETRY`].
+fn retry_after(failures: u32) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(MOST_RETRY)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -68,6 +79,8 @@ async fn run(
 ) {
     // When each known MCP upstream is next listed.
     let mut due: BTreeMap<ResourceKey, Instant> = BTreeMap::new();
+    // Failures in a row of each upstream's listing.
+    let mut failures: BTreeMap<ResourceKey, u32> = BTreeMap::new();
     let mut leading = false;
     let mut tick = tokio::time::interval(TICK);
     loop {
@@ -101,10 +114,16 @@ async fn run(
                     due.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
                 for key in ready {
                     let next = match discover(&*port, &registry, &sources.grants, &*sources.env, &key).await {
-                        Ok(refresh) => refresh,
+                        Ok(refresh) => {
+                            failures.remove(&key);
+                            refresh
+                        }
                         Err(e) => {
-                            tracing::warn!(upstream = %key, error = %e, "discovering tools failed");
-                            Some(RETRY_AFTER_FAILURE)
+                            let failed = failures.entry(key.clone()).or_default();
+                            *failed += 1;
+                            let after = retry_after(*failed);
+                            tracing::warn!(upstream = %key, error = %e, retry_in = ?after, "discovering tools failed");
+                            Some(after)
                         }
                     };
                     match next {

@@ -246,3 +246,10 @@ async fn a_deleted_upstream_takes_its_discovered_tools_with_it() {
     assert_eq!(next, None);
     assert!(stored_tool(&local, None, "kb.search").is_none());
 }
+
+#[test]
+fn a_failed_listing_is_retried_within_a_second_then_less_and_less_often() {
+    let waits: Vec<u64> = (1..=8).map(|n| retry_after(n).as_secs()).collect();
+    assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+    assert_eq!(retry_after(u32::MAX), MOST_RETRY);
+}

@@ -60,7 +60,7 @@ pub struct Procs {
     proxies: BTreeMap<u64, Proxy>,
 }
 
-/// The upper bound of the election timeout [`TIMINGS`] sets: the availability goal is writes
+/// The upper bound of the election timeout `TIMINGS` sets: the availability goal is writes
 /// back within it plus a second.
 pub const ELECTION_MAX_MS: u64 = 600;
 

@@ -10,10 +10,11 @@
 //!
 //! Cases per property: `PROPTEST_CASES`, else the small default below (`scripts/fuzz` runs many).
 
+use gatehouse_testkit::fuzz;
 use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::TestCluster;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 use prost::Message as _;
 use prost::bytes::{Buf, BufMut};
 use serde_json::json;
@@ -26,11 +27,7 @@ const KEY: &str = "gate_fuzz-peer-0000000000000000000000000";
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 fn runner(default_cases: u32) -> TestRunner {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    TestRunner::new(Config::with_cases(cases))
+    TestRunner::new(fuzz::config(default_cases))
 }
 
 #[test]

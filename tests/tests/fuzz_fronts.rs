@@ -11,11 +11,12 @@
 //!
 //! Cases per property: `PROPTEST_CASES`, else the small default below (`scripts/fuzz` runs many).
 
+use gatehouse_testkit::fuzz;
 use gatehouse_testkit::wire::{principal, resource};
 use gatehouse_tests::TestCluster;
 use gatehouse_tests::mcp_wire::RawMcp;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -24,31 +25,11 @@ const KEY: &str = "gate_fuzz-agent-000000000000000000000000";
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 fn runner(default_cases: u32) -> TestRunner {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default_cases);
-    TestRunner::new(Config::with_cases(cases))
+    TestRunner::new(fuzz::config(default_cases))
 }
 
 fn any_json() -> impl Strategy<Value = Value> + Clone {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        "\\PC{0,12}".prop_map(Value::from),
-    ];
-    leaf.prop_recursive(4, 24, 5, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
-            prop::collection::btree_map("\\PC{0,6}", inner, 0..5)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    fuzz::json("\\PC{0,12}", "\\PC{0,6}")
 }
 
 /// Random JSON wrapped in up to 125 levels of objects and arrays (what a JSON-RPC body may hold).

@@ -830,9 +830,14 @@ fn a_leader_cut_off_never_says_a_call_made_after_it_does_not_exist() -> anyhow::
     Ok(())
 }
 
-#[test]
-fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<()> {
-    let cluster = setup(&[1, 2, 3])?;
+/// A three-node cluster's leader, one follower cut off from the others, and the others.
+struct CutOff {
+    leader: u64,
+    behind: u64,
+    others: Vec<u64>,
+}
+
+fn cut_off_a_follower(cluster: &TestCluster) -> anyhow::Result<CutOff> {
     let leader = cluster.leader(Duration::from_secs(10))?;
     let behind = [1, 2, 3]
         .into_iter()
@@ -840,6 +845,21 @@ fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<
         .expect("a follower");
     let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != behind).collect();
     cluster.router().partition(&[behind], &others);
+    Ok(CutOff {
+        leader,
+        behind,
+        others,
+    })
+}
+
+#[test]
+fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<()> {
+    let cluster = setup(&[1, 2, 3])?;
+    let CutOff {
+        leader,
+        behind,
+        others,
+    } = cut_off_a_follower(&cluster)?;
     let call = new_call("bot", Some("john"), serde_json::json!({"amount": 7}), 1);
     let (id, index) = propose_through(&cluster, leader, call)?;
     for node in &others {
@@ -891,13 +911,11 @@ fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<
 fn a_node_behind_never_calls_a_key_declared_elsewhere_unknown() -> anyhow::Result<()> {
     const DORA: &str = "gate_dora-key-00000000000000000000000";
     let cluster = setup(&[1, 2, 3])?;
-    let leader = cluster.leader(Duration::from_secs(10))?;
-    let behind = [1, 2, 3]
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
-    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != behind).collect();
-    cluster.router().partition(&[behind], &others);
+    let CutOff {
+        leader,
+        behind,
+        others,
+    } = cut_off_a_follower(&cluster)?;
     let index = cluster.block_on(cluster.admin(leader).apply(vec![principal(
         "dora",
         DORA,

@@ -19,7 +19,7 @@ use gatehouse_registry::resource::{
     API_VERSION, JwtSubject, Metadata, Object, PrincipalSpec, Role, TenantSpec,
 };
 use gatehouse_registry::{Kind, Resource, ResourceKey};
-use gatehouse_testkit::fuzz::config;
+use gatehouse_testkit::fuzz::{self, config};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -81,32 +81,13 @@ fn resource() -> impl Strategy<Value = Resource> {
 }
 
 fn any_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        odd_string().prop_map(Value::from),
+    let keys = prop_oneof![
+        Just("displayName".to_owned()),
+        Just("roles".to_owned()),
+        Just("jwt".to_owned()),
+        odd_string()
     ];
-    leaf.prop_recursive(4, 24, 5, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::from),
-            prop::collection::btree_map(
-                prop_oneof![
-                    Just("displayName".to_owned()),
-                    Just("roles".to_owned()),
-                    Just("jwt".to_owned()),
-                    odd_string()
-                ],
-                inner,
-                0..5
-            )
-            .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    fuzz::json(odd_string(), keys)
 }
 
 fn key() -> impl Strategy<Value = ResourceKey> {

@@ -75,22 +75,7 @@ fn shape_error(value: &Value) -> Option<(i64, Value)> {
 }
 
 fn any_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(Value::from),
-        "\\PC{0,12}".prop_map(Value::from),
-    ];
-    leaf.prop_recursive(4, 32, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
-            prop::collection::btree_map("[a-z]{0,8}", inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    gatehouse_testkit::fuzz::json("\\PC{0,12}", "[a-z]{0,8}")
 }
 
 fn part(

@@ -94,6 +94,9 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
         rounds: settings.rounds,
     };
     let faults = nemesis::run(&mut cluster, &plan, until, &recorder).await;
+    // The workload runs on for as long as the availability goal allows, so the last fault's
+    // recovery is seen like every other's.
+    tokio::time::sleep(Duration::from_millis(crate::procs::ELECTION_MAX_MS + 1_000)).await;
 
     let healed_at = recorder.now();
     shared.stop.store(true, Ordering::Relaxed);
@@ -131,6 +134,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Outcome> {
         .collect();
     let history = History {
         seed: settings.seed,
+        start_unix_ms: recorder.start_unix_ms,
         ops: recorder.ops(),
         faults,
         healed_at,

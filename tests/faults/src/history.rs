@@ -155,6 +155,9 @@ pub struct Execution {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct History {
     pub seed: u64,
+    /// Unix milliseconds at time 0, to line the history up with the nodes' logs.
+    #[serde(default)]
+    pub start_unix_ms: u64,
     pub ops: Vec<Op>,
     pub faults: Vec<Fault>,
     /// When the workload stopped and the healing began.

@@ -6,7 +6,7 @@
 
 use crate::client::Recorder;
 use crate::cluster::Cluster;
-use crate::history::{Fault, FaultKind};
+use crate::history::{Fault, FaultKind, Micros};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -194,10 +194,12 @@ pub async fn run(
             );
         }
         tokio::time::sleep(wait).await;
-        let start = recorder.now();
-        match inject(cluster, kind, hold, pick).await {
+        let began = recorder.now();
+        let struck = Struck::new(recorder);
+        match inject(cluster, kind, hold, pick, &struck).await {
             Ok(nodes) => {
                 let end = recorder.now();
+                let start = struck.at().unwrap_or(began);
                 println!(
                     "[{:>7.1}s] {kind:?} on {nodes:?}, {:.1}s",
                     start as f64 / 1e6,
@@ -210,7 +212,7 @@ pub async fn run(
                     end,
                 });
             }
-            Err(e) => println!("[{:>7.1}s] {kind:?} skipped: {e:#}", start as f64 / 1e6),
+            Err(e) => println!("[{:>7.1}s] {kind:?} skipped: {e:#}", began as f64 / 1e6),
         }
         if let Err(e) = cluster.heal_all() {
             println!("healing after {kind:?}: {e:#}");
@@ -223,12 +225,40 @@ pub async fn run(
     faults
 }
 
-/// Injects one fault, holds it for `hold`, and heals it; the nodes it hit.
+/// When a fault struck: the moment of the kill, the stop or the first firewall rule, not the
+/// moment the nemesis began looking for its victim (finding the leader takes a round trip, and
+/// writes that finish in it must not count as the cluster's recovery).
+struct Struck<'a> {
+    recorder: &'a Recorder,
+    at: std::sync::OnceLock<Micros>,
+}
+
+impl<'a> Struck<'a> {
+    fn new(recorder: &'a Recorder) -> Struck<'a> {
+        Struck {
+            recorder,
+            at: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Marks now as the moment the fault struck (the first mark counts).
+    fn now(&self) {
+        self.at.get_or_init(|| self.recorder.now());
+    }
+
+    fn at(&self) -> Option<Micros> {
+        self.at.get().copied()
+    }
+}
+
+/// Injects one fault, holds it for `hold`, and heals it; the nodes it hit. `struck` is marked
+/// just before the fault takes effect.
 async fn inject(
     cluster: &mut Cluster,
     kind: FaultKind,
     hold: Duration,
     pick: u64,
+    struck: &Struck<'_>,
 ) -> anyhow::Result<Vec<u64>> {
     // The leader the nemesis waited for may be a moment old: an election may be under way.
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -251,12 +281,14 @@ async fn inject(
                     .ok_or_else(|| anyhow::anyhow!("the tenant has no home"))?,
                 _ => any,
             };
+            struck.now();
             tokio::task::block_in_place(|| cluster.procs.kill(victim));
             tokio::time::sleep(hold).await;
             tokio::task::block_in_place(|| cluster.procs.restart(victim))?;
             vec![victim]
         }
         FaultKind::Pause => {
+            struck.now();
             cluster.procs.pause(any);
             tokio::time::sleep(hold).await;
             cluster.procs.resume(any);
@@ -274,6 +306,7 @@ async fn inject(
                 _ => vec![any],
             };
             let rest = others(&minority);
+            struck.now();
             firewall(cluster)?
                 .partition(&minority, &rest)
                 .map_err(anyhow::Error::msg)?;
@@ -284,6 +317,7 @@ async fn inject(
             let from = any;
             let rest = others(&[from]);
             let to = rest[((pick >> 8) % rest.len() as u64) as usize];
+            struck.now();
             firewall(cluster)?
                 .cut(from, to)
                 .map_err(anyhow::Error::msg)?;
@@ -328,6 +362,7 @@ async fn inject(
         FaultKind::Replace => {
             // The machine is lost: the cluster runs a voter short for `hold`, until the
             // operator brings in a successor and removes the lost node.
+            struck.now();
             tokio::task::block_in_place(|| cluster.procs.kill(any));
             tokio::time::sleep(hold).await;
             let successor = cluster.replace(any).await?;
@@ -342,6 +377,7 @@ async fn inject(
             } else {
                 cluster.procs.nodes.keys().copied().collect()
             };
+            struck.now();
             for &id in &slowed {
                 cluster.procs.set_delay(id, delay);
             }

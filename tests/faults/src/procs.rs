@@ -60,6 +60,12 @@ pub struct Procs {
     proxies: BTreeMap<u64, Proxy>,
 }
 
+/// The nodes' log filter: `warn`, or `GATEHOUSE_FAULTS_NODE_LOG` (say `warn,openraft=info` to
+/// see elections in `node-N.log`).
+fn node_log() -> String {
+    std::env::var("GATEHOUSE_FAULTS_NODE_LOG").unwrap_or_else(|_| "warn".to_owned())
+}
+
 /// The upper bound of the election timeout `TIMINGS` sets: the availability goal is writes
 /// back within it plus a second.
 pub const ELECTION_MAX_MS: u64 = 600;
@@ -152,7 +158,7 @@ impl Procs {
             // The campaign's MCP client calls each node by its own loopback address.
             .args(["--mcp-allowed-host", "*"])
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", node_log())
             .stdout(Stdio::piped())
             .stderr(log);
         match token {

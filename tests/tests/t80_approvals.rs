@@ -910,18 +910,22 @@ fn a_node_behind_never_says_an_existing_call_does_not_exist() -> anyhow::Result<
 #[test]
 fn a_node_behind_never_calls_a_key_declared_elsewhere_unknown() -> anyhow::Result<()> {
     const DORA: &str = "gate_dora-key-00000000000000000000000";
+    const EVE: &str = "gate_eve-key-000000000000000000000000";
     let cluster = setup(&[1, 2, 3])?;
     let CutOff {
         leader,
         behind,
         others,
     } = cut_off_a_follower(&cluster)?;
-    let index = cluster.block_on(cluster.admin(leader).apply(vec![principal(
-        "dora",
-        DORA,
-        serde_json::json!({"acme": ["approver"]}),
-        None,
-    )]))?;
+    let index = cluster.block_on(cluster.admin(leader).apply(vec![
+        principal(
+            "dora",
+            DORA,
+            serde_json::json!({"acme": ["approver"]}),
+            None,
+        ),
+        principal("eve", EVE, serde_json::json!({"acme": ["agent"]}), None),
+    ]))?;
     for node in &others {
         cluster.wait_for_applied(*node, index, Duration::from_secs(10))?;
     }
@@ -932,6 +936,12 @@ fn a_node_behind_never_calls_a_key_declared_elsewhere_unknown() -> anyhow::Resul
         .expect_err("the node cannot check the key");
     assert_eq!(cut_off.code(), Code::Unavailable, "{cut_off:?}");
     assert!(cut_off.message().contains("retry"), "{cut_off:?}");
+    // The A2A gRPC binding's door says the same to an A2A peer.
+    let a2a_cut_off = cluster
+        .block_on(a2a_get_task(&cluster, behind, EVE, "call_nowhere"))
+        .expect_err("the node cannot check the key");
+    assert_eq!(a2a_cut_off.code(), Code::Unavailable, "{a2a_cut_off:?}");
+    assert!(a2a_cut_off.message().contains("retry"), "{a2a_cut_off:?}");
 
     cluster.router().heal();
     let mut answers = Vec::new();
@@ -954,5 +964,47 @@ fn a_node_behind_never_calls_a_key_declared_elsewhere_unknown() -> anyhow::Resul
         code(cluster.block_on(stranger.get("call_nowhere"))),
         Code::Unauthenticated
     );
+    // Healed and caught up: the peer is let in, and told there is no such task.
+    let after = cluster.block_on(a2a_get_task(&cluster, behind, EVE, "call_nowhere"));
+    assert_eq!(code(after.clone()), Code::NotFound, "{after:?}");
+    assert_eq!(
+        code(cluster.block_on(a2a_get_task(
+            &cluster,
+            behind,
+            "gate_nobody-key-000000000000000000000",
+            "call_nowhere"
+        ))),
+        Code::Unauthenticated
+    );
     Ok(())
+}
+
+/// `lf.a2a.v1.A2AService/GetTask` on `node`, as the principal holding `key`.
+async fn a2a_get_task(
+    cluster: &TestCluster,
+    node: u64,
+    key: &str,
+    task: &str,
+) -> Result<a2a_pb::proto::Task, tonic::Status> {
+    let channel = Channel::from_shared(format!("http://{}", cluster.addr(node)))
+        .expect("a URL")
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut client = a2a_pb::proto::a2a_service_client::A2aServiceClient::new(channel);
+    let mut request = tonic::Request::new(a2a_pb::proto::GetTaskRequest {
+        id: task.to_owned(),
+        ..Default::default()
+    });
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {key}").parse().expect("ascii key"),
+    );
+    request
+        .metadata_mut()
+        .insert("a2a-version", "1.0".parse().expect("ascii"));
+    client
+        .get_task(request)
+        .await
+        .map(tonic::Response::into_inner)
 }

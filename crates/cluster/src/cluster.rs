@@ -157,10 +157,12 @@ impl Cluster {
         let deadline = tokio::time::Instant::now() + WRITE_DEADLINE;
         let mut pause = Duration::from_millis(20);
         loop {
-            let last_error = match self.raft.client_write(proposal.clone()).await {
+            // The leader this try found wanting (none known, or one that failed to answer):
+            // the next try goes as soon as another is known, or after `pause`.
+            let (stale, last_error) = match self.raft.client_write(proposal.clone()).await {
                 Ok(reply) => return Ok((reply.data, reply.log_id.index)),
                 Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
-                    match (to.leader_id, to.leader_node) {
+                    let error = match (to.leader_id, to.leader_node) {
                         (Some(leader), Some(node)) if leader != self.id => {
                             match self
                                 .forward(leader, &node.addr, Forwarded::Write(proposal.clone()))
@@ -174,19 +176,30 @@ impl Cluster {
                             }
                         }
                         _ => "no leader yet".to_owned(),
-                    }
+                    };
+                    (to.leader_id, error)
                 }
                 Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
                     return Err(WriteError::Stopped(e.to_string()));
                 }
                 Err(RaftError::Fatal(e)) => return Err(WriteError::Stopped(e.to_string())),
             };
-            if tokio::time::Instant::now() + pause > deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 return Err(WriteError::Unavailable(WRITE_DEADLINE, last_error));
             }
-            tokio::time::sleep(pause).await;
+            self.next_leader(stale, pause.min(deadline - now)).await;
             pause = (pause * 2).min(Duration::from_millis(500));
         }
+    }
+
+    /// Waits for `at_most`, or less: until this node knows a leader other than `stale`. So a
+    /// write or read that found no leader, or one that did not answer, goes to the next leader
+    /// the moment it is elected, not after a back-off that grew while the election ran.
+    async fn next_leader(&self, stale: Option<NodeId>, at_most: Duration) {
+        let mut metrics = self.raft.metrics();
+        let elected = metrics.wait_for(|m| m.current_leader.is_some() && m.current_leader != stale);
+        let _ = tokio::time::timeout(at_most, elected).await;
     }
 
     /// Waits until this node has applied every write committed before the call: the leader
@@ -194,11 +207,11 @@ impl Cluster {
     pub async fn linearizable(&self) -> Result<(), WriteError> {
         let deadline = tokio::time::Instant::now() + WRITE_DEADLINE;
         let index = loop {
-            let error = match self.raft.ensure_linearizable().await {
+            let (stale, error) = match self.raft.ensure_linearizable().await {
                 Ok(read) => break read.map_or(0, |id| id.index),
                 Err(RaftError::APIError(e)) => match e {
                     openraft::error::CheckIsLeaderError::ForwardToLeader(to) => {
-                        match (to.leader_id, to.leader_node) {
+                        let error = match (to.leader_id, to.leader_node) {
                             (Some(leader), Some(node)) if leader != self.id => {
                                 match self.forward(leader, &node.addr, Forwarded::ReadIndex).await {
                                     Ok(ForwardReply::ReadIndex(i)) => break i,
@@ -207,16 +220,20 @@ impl Cluster {
                                 }
                             }
                             _ => "no leader yet".to_owned(),
-                        }
+                        };
+                        (to.leader_id, error)
                     }
-                    other => other.to_string(),
+                    // This node led and could not confirm it: wait for whoever leads next.
+                    other => (Some(self.id), other.to_string()),
                 },
                 Err(RaftError::Fatal(e)) => return Err(WriteError::Stopped(e.to_string())),
             };
-            if tokio::time::Instant::now() > deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 return Err(WriteError::Unavailable(WRITE_DEADLINE, error));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            self.next_leader(stale, Duration::from_millis(50).min(deadline - now))
+                .await;
         };
         self.wait_applied(index, deadline - tokio::time::Instant::now())
             .await

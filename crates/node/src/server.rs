@@ -189,6 +189,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let peers = Peers::new(secret, PeerTransport::new(config.tls.as_ref()))
         .connecting_from(identity.grpc.ip());
     let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
+    let log_tail = log.tail();
     let registry = state_machine.registry();
     let applied = state_machine.applied_watch();
     let call_events = state_machine.subscribe();
@@ -302,6 +303,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
                 approvals: approvals.clone(),
                 pipeline: pipeline.clone(),
                 a2a: a2a.clone(),
+                log_tail: log_tail.clone(),
             },
             health_service,
             &config,
@@ -332,9 +334,10 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             cluster.clone(),
             discovery_events,
             Arc::new(gatehouse_gateway::executor::ProcessEnv),
-            stopped,
+            stopped.clone(),
         ),
         notifier,
+        gatehouse_cluster::elections::spawn(cluster.clone(), log_tail.clone(), stopped),
     ];
 
     let admin_key = match (&config.start, joined) {
@@ -377,6 +380,8 @@ struct Services {
     approvals: services::approval::Approvals,
     pipeline: Pipeline,
     a2a: Arc<gatehouse_fronts::a2a::Front>,
+    /// Where this node's log ends, for answering pre-votes.
+    log_tail: gatehouse_raft_store::LogTail,
 }
 
 fn serve_grpc<H>(
@@ -401,6 +406,7 @@ where
             RaftServiceServer::new(services::raft::RaftRpc::new(
                 cluster.raft.clone(),
                 cluster.peers.clone(),
+                front.log_tail.clone(),
             ))
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE),

@@ -71,6 +71,7 @@ fn every_service_has_exactly_its_rpcs() {
                 "InstallSnapshot",
                 "Forward",
                 "TimeoutNow",
+                "PreVote",
             ][..],
         ),
     ]

@@ -26,7 +26,7 @@ mod state_machine;
 
 pub use error::StoreError;
 pub use log_reader::LogReader;
-pub use log_store::LogStore;
+pub use log_store::{LogStore, LogTail};
 pub use open::open;
 pub use restore::{Restored, restore};
 pub use shared_registry::SharedRegistry;

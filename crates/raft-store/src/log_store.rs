@@ -76,12 +76,42 @@ impl LogStore {
         })
     }
 
-    fn last_purged(&self) -> Result<Option<LogId<NodeId>>, StoreError> {
-        get_json(&self.meta, LAST_PURGED, "last purged log id")
+    fn log_state(&self) -> Result<LogState<TypeConfig>, StoreError> {
+        self.tail().log_state()
+    }
+
+    /// A read-only view of where the log ends, for whoever must compare logs without asking
+    /// Raft (an election's pre-vote); it stays valid after the store is handed to Raft.
+    pub fn tail(&self) -> LogTail {
+        LogTail {
+            segments: self.segments.clone(),
+            meta: self.meta.clone(),
+        }
+    }
+}
+
+/// Where a node's log ends: [`LogStore::tail`].
+#[derive(Clone)]
+pub struct LogTail {
+    segments: Arc<Segments>,
+    meta: sled::Tree,
+}
+
+impl fmt::Debug for LogTail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogTail").finish_non_exhaustive()
+    }
+}
+
+impl LogTail {
+    /// The id of the last entry appended, or of the last purged one when a snapshot took them all.
+    pub fn last_log_id(&self) -> Result<Option<LogId<NodeId>>, StoreError> {
+        Ok(self.log_state()?.last_log_id)
     }
 
     fn log_state(&self) -> Result<LogState<TypeConfig>, StoreError> {
-        let last_purged_log_id = self.last_purged()?;
+        let last_purged_log_id =
+            get_json::<LogId<NodeId>>(&self.meta, LAST_PURGED, "last purged log id")?;
         Ok(LogState {
             last_purged_log_id,
             last_log_id: self.segments.last().max(last_purged_log_id),

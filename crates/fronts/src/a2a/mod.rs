@@ -88,17 +88,71 @@ pub fn router(front: Arc<Front>) -> Router {
         .nest(PATH, jsonrpc)
 }
 
-/// The gRPC binding, for the node's gRPC listener.
-pub fn grpc_service(
+/// The gRPC binding, for the node's gRPC listener, behind [`GrpcEdge`].
+pub fn grpc_service(front: Arc<Front>) -> GrpcEdge<A2aServiceServer<GrpcHandler<Front>>> {
+    GrpcEdge {
+        inner: A2aServiceServer::new(GrpcHandler::new(front.clone())),
+        front,
+    }
+}
+
+/// The gRPC binding's door: authenticates each request before a2a-grpc sees it, as the HTTP
+/// edge does, and asynchronously, so a node that is behind catches up before it calls a key
+/// unknown (`Pipeline::authenticate_http`; gRPC metadata are the request's HTTP/2 headers).
+#[derive(Clone)]
+pub struct GrpcEdge<S> {
+    inner: S,
     front: Arc<Front>,
-) -> tonic::service::interceptor::InterceptedService<
-    A2aServiceServer<GrpcHandler<Front>>,
-    impl tonic::service::Interceptor + Clone,
-> {
-    let edge = front.clone();
-    A2aServiceServer::with_interceptor(GrpcHandler::new(front), move |request| {
-        grpc_edge(&edge, request)
-    })
+}
+
+impl<S> std::fmt::Debug for GrpcEdge<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcEdge").finish_non_exhaustive()
+    }
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for GrpcEdge<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S> tower::Service<http::Request<tonic::body::Body>> for GrpcEdge<S>
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        // The clone that was made ready serves this request; the fresh one waits for the next.
+        let fresh = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, fresh);
+        let front = self.front.clone();
+        Box::pin(async move {
+            let caller = match front.pipeline.authenticate_http(request.headers()).await {
+                Ok(caller) => caller,
+                Err(e) => return Ok(to_status(e.into()).into_http()),
+            };
+            if !is_some_agent(&caller) {
+                return Ok(to_status(not_an_agent(&caller)).into_http());
+            }
+            ready.call(request).await
+        })
+    }
 }
 
 /// A caller that is an agent of no tenant can delegate nothing here.
@@ -132,20 +186,4 @@ async fn http_edge(State(front): State<Arc<Front>>, request: Request, next: Next
             .into_response(serde_json::Value::Null, http::StatusCode::FORBIDDEN);
     }
     next.run(request).await
-}
-
-#[allow(clippy::result_large_err)] // tonic's interceptor signature
-fn grpc_edge(
-    front: &Front,
-    request: tonic::Request<()>,
-) -> Result<tonic::Request<()>, tonic::Status> {
-    let token = gatehouse_gateway::auth::bearer(request.metadata());
-    let caller = front
-        .pipeline
-        .authenticate_bearer(token)
-        .map_err(|e| to_status(e.into()))?;
-    if !is_some_agent(&caller) {
-        return Err(to_status(not_an_agent(&caller)));
-    }
-    Ok(request)
 }

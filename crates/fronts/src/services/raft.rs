@@ -3,12 +3,13 @@
 //! certificate from the cluster's CA); clients never talk to it.
 
 use super::status::{answer, to_status};
+use gatehouse_cluster::elections::{self, PreVote};
 use gatehouse_cluster::net::{ForwardReply, Forwarded, NOT_JOINED, Peers};
 use gatehouse_gateway::auth::constant_time_eq;
 use gatehouse_gateway::pipeline::{ErrorCode, GatewayError};
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::raft_service_server::RaftService;
-use gatehouse_raft_store::Raft;
+use gatehouse_raft_store::{LogTail, Raft};
 use openraft::error::{ClientWriteError, RaftError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -18,6 +19,7 @@ use tonic::{Request, Response, Status};
 pub struct RaftRpc {
     raft: Raft,
     peers: Peers,
+    log_tail: LogTail,
 }
 
 impl std::fmt::Debug for RaftRpc {
@@ -27,8 +29,12 @@ impl std::fmt::Debug for RaftRpc {
 }
 
 impl RaftRpc {
-    pub fn new(raft: Raft, peers: Peers) -> Self {
-        RaftRpc { raft, peers }
+    pub fn new(raft: Raft, peers: Peers, log_tail: LogTail) -> Self {
+        RaftRpc {
+            raft,
+            peers,
+            log_tail,
+        }
     }
 
     /// Lets a peer in: the TLS layer's refusal of a connection without a client certificate
@@ -105,6 +111,14 @@ impl RaftService for RaftRpc {
         self.check(&request)?;
         answer(self.on_timeout_now(request.into_inner()).await)
     }
+
+    async fn pre_vote(
+        &self,
+        request: Request<pb::PreVoteRequest>,
+    ) -> Result<Response<pb::PreVoteResponse>, Status> {
+        self.check(&request)?;
+        answer(self.on_pre_vote(request.into_inner()).await)
+    }
 }
 
 /// What this node does on a peer's RPC, once the peer is let in.
@@ -136,6 +150,17 @@ impl RaftRpc {
         let result = self.raft.install_snapshot(rpc).await;
         Ok(pb::InstallSnapshotResponse {
             payload: encode(&result)?,
+        })
+    }
+
+    async fn on_pre_vote(
+        &self,
+        request: pb::PreVoteRequest,
+    ) -> Result<pb::PreVoteResponse, GatewayError> {
+        let asked: PreVote = decode(&request.payload)?;
+        let reply = elections::answer(&self.raft, &self.log_tail, &asked).await;
+        Ok(pb::PreVoteResponse {
+            payload: encode(&reply)?,
         })
     }
 

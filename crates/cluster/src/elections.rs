@@ -86,7 +86,8 @@ struct Seen {
     /// A voter that does not lead: the only kind that stands.
     may_stand: bool,
     following_a_leader: bool,
-    /// When openraft last set or renewed the vote; `None` if never since the start.
+    /// When openraft last set or renewed the vote; `None` if never since the start (or not
+    /// read: a node that may not stand).
     contact: Option<Instant>,
 }
 
@@ -104,10 +105,14 @@ async fn look(raft: &Raft, id: NodeId) -> Option<Seen> {
             m.vote.is_committed(),
         )
     };
-    let contact = raft
-        .with_raft_state(|state| state.vote_last_modified())
-        .await
-        .ok()?;
+    // Only a node that may stand needs the time of its last contact from Raft.
+    let contact = if may_stand {
+        raft.with_raft_state(|state| state.vote_last_modified())
+            .await
+            .ok()?
+    } else {
+        None
+    };
     Some(Seen {
         may_stand,
         following_a_leader,

@@ -102,8 +102,10 @@ pub fn render(outcome: &Outcome) -> String {
     }
     let _ = writeln!(
         out,
-        "  (a stall: the longest gap between acknowledged writes overlapping a fault; the goal: \
-         writes through a spared node within the {ELECTION_MAX_MS} ms election timeout + 1 s)"
+        "  (a stall: the longest gap between acknowledged writes overlapping a fault; the goal, \
+         for a leader killed, paused or cut off: writes through a spared node within the \
+         {ELECTION_MAX_MS} ms election timeout + 1 s; under Latency every round trip is slower \
+         by the delay, so no election bound applies)"
     );
     if !outcome.errors.is_empty() {
         let _ = writeln!(out, "errors the clients met, by code:");

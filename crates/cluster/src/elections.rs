@@ -22,8 +22,9 @@
 //! without the penalty.
 //!
 //! Before it stands, a node asks the other voters whether they would vote for it (Raft's
-//! pre-vote, [`canvass`]): a voter says yes only if it heard from no leader within the lease and
-//! the asker's log is at least as long as its own ([`answer`]). Only with a quorum of yeses does
+//! pre-vote, [`canvass`]): a voter says yes only if the asker's log is at least as long as its
+//! own and, unless the asker is in a newer term, it neither leads with a quorum heard within the
+//! lease nor heard from its leader within the lease ([`answer`]). Only with a quorum of yeses does
 //! the node raise the term. Without it, a node with a short log (one that was cut off, or
 //! paused) stood again and again at ever higher terms, and each time the others' new leader
 //! reached it, its higher term unseated that leader: after a leader's isolation healed, the
@@ -35,7 +36,7 @@ use crate::net::deliver;
 use futures::stream::{FuturesUnordered, StreamExt};
 use gatehouse_proto::v1 as pb;
 use gatehouse_raft_store::{LogTail, NodeId, Raft};
-use openraft::{LogId, ServerState};
+use openraft::{LogId, ServerState, Vote};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashSet};
@@ -120,10 +121,13 @@ async fn look(raft: &Raft, id: NodeId) -> Option<Seen> {
     })
 }
 
-/// A pre-vote question: who would stand, and where its log ends.
+/// A pre-vote question: who would stand, in which term it is now, and where its log ends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreVote {
     pub candidate: NodeId,
+    /// The asker's current term (0 from a node that did not send it: it is then never newer).
+    #[serde(default)]
+    pub term: u64,
     pub last_log_id: Option<LogId<NodeId>>,
 }
 
@@ -134,28 +138,32 @@ pub enum PreVoteAnswer {
     No(String),
 }
 
-/// What this node answers `asked`: yes unless it leads, or heard from its leader within the
-/// lease, or its own log is longer than the asker's (the asker could not win its vote).
+/// What this node answers `asked`: yes unless its own log is longer than the asker's (the asker
+/// could not win its vote), or, while the asker knows of no newer term than this node's:
+/// - it leads and heard from a quorum within the lease, or
+/// - it follows a leader it heard from within the lease.
+///
+/// A leader cut off from the others goes on calling itself leader (openraft has no check of
+/// its quorum), and it still does when the connections to it come back. Neither that nor the
+/// lease of a leader from an older term holds an election up: the asker's newer term shows that
+/// a quorum has moved on, and a leader that hears no quorum leads nobody.
 pub async fn answer(raft: &Raft, tail: &LogTail, asked: &PreVote) -> PreVoteAnswer {
     let lease = Duration::from_millis(raft.config().election_timeout_max);
-    if raft.metrics().borrow().state == ServerState::Leader {
-        return PreVoteAnswer::No("this node leads".to_owned());
-    }
+    let (leads, quorum_heard_ms) = {
+        let metrics = raft.metrics();
+        let m = metrics.borrow();
+        (m.state == ServerState::Leader, m.millis_since_quorum_ack)
+    };
     let Ok((vote, contact)) = raft
         .with_raft_state(|state| (*state.vote_ref(), state.vote_last_modified()))
         .await
     else {
         return PreVoteAnswer::No("Raft stopped here".to_owned());
     };
-    if let Some(contact) = contact
-        && vote.is_committed()
-        && contact.elapsed() < lease
+    if asked.term <= vote.leader_id().get_term()
+        && let Some(why) = held_by_a_leader(leads, quorum_heard_ms, vote, contact, lease)
     {
-        return PreVoteAnswer::No(format!(
-            "heard from leader {} {} ms ago",
-            vote.leader_id().voted_for().unwrap_or_default(),
-            contact.elapsed().as_millis()
-        ));
+        return PreVoteAnswer::No(why);
     }
     match tail.last_log_id() {
         Ok(mine) if asked.last_log_id >= mine => PreVoteAnswer::Yes,
@@ -167,6 +175,29 @@ pub async fn answer(raft: &Raft, tail: &LogTail, asked: &PreVote) -> PreVoteAnsw
         )),
         Err(e) => PreVoteAnswer::No(format!("this node cannot read its log: {e}")),
     }
+}
+
+/// Why a leader of this node's term still holds, if one does: this node leads and a quorum
+/// acknowledged it within the lease, or its vote went to a leader (itself included, just
+/// elected) within the lease.
+fn held_by_a_leader(
+    leads: bool,
+    quorum_heard_ms: Option<u64>,
+    vote: Vote<NodeId>,
+    contact: Option<Instant>,
+    lease: Duration,
+) -> Option<String> {
+    if leads && quorum_heard_ms.is_some_and(|ms| u128::from(ms) < lease.as_millis()) {
+        return Some("this node leads".to_owned());
+    }
+    let contact = contact.filter(|_| vote.is_committed())?;
+    (contact.elapsed() < lease).then(|| {
+        format!(
+            "heard from leader {} {} ms ago",
+            vote.leader_id().voted_for().unwrap_or_default(),
+            contact.elapsed().as_millis()
+        )
+    })
 }
 
 fn show(id: Option<LogId<NodeId>>) -> String {
@@ -185,7 +216,7 @@ pub fn is_quorum(configs: &[BTreeSet<NodeId>], granted: &HashSet<NodeId>) -> boo
 /// Asks every other voter whether it would vote for this node, for at most `within`; `Ok` once a
 /// quorum (this node included) said yes, else why not.
 pub async fn canvass(cluster: &Cluster, tail: &LogTail, within: Duration) -> Result<(), String> {
-    let (configs, addrs) = {
+    let (configs, addrs, term) = {
         let metrics = cluster.raft.metrics();
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
@@ -194,10 +225,11 @@ pub async fn canvass(cluster: &Cluster, tail: &LogTail, within: Duration) -> Res
             .filter(|v| *v != cluster.id)
             .filter_map(|v| membership.get_node(&v).map(|n| (v, n.addr.clone())))
             .collect();
-        (membership.get_joint_config().clone(), addrs)
+        (membership.get_joint_config().clone(), addrs, m.current_term)
     };
     let question = PreVote {
         candidate: cluster.id,
+        term,
         last_log_id: tail.last_log_id().map_err(|e| e.to_string())?,
     };
     let mut granted = HashSet::from([cluster.id]);
@@ -372,5 +404,48 @@ mod tests {
             tick: 50 * MS,
         };
         assert_eq!(t.draw(&mut rand::rng()), 400 * MS);
+    }
+
+    #[test]
+    fn a_leader_holds_only_while_a_quorum_hears_it_or_it_was_just_elected() {
+        use super::held_by_a_leader;
+        use openraft::Vote;
+        use tokio::time::Instant;
+        let lease = 600 * MS;
+        let led = Vote::new_committed(4, 1);
+        let long_ago = Instant::now().checked_sub(5 * lease);
+        // Elected long ago, a quorum heard it just now: it holds.
+        assert_eq!(
+            held_by_a_leader(true, Some(50), led, long_ago, lease).as_deref(),
+            Some("this node leads")
+        );
+        // Cut off: no quorum for longer than the lease, elected long ago. It leads nobody.
+        assert_eq!(
+            held_by_a_leader(true, Some(4000), led, long_ago, lease),
+            None
+        );
+        // Just elected, no quorum acknowledgement yet: its fresh vote holds.
+        assert!(held_by_a_leader(true, None, led, Some(Instant::now()), lease).is_some());
+        // A follower that heard its leader just now holds; one that did not, or whose vote was
+        // never committed (a candidate's), does not.
+        let followed = Vote::new_committed(4, 2);
+        assert!(held_by_a_leader(false, None, followed, Some(Instant::now()), lease).is_some());
+        assert_eq!(
+            held_by_a_leader(false, None, followed, long_ago, lease),
+            None
+        );
+        let asked_for = Vote::new(5, 3);
+        assert_eq!(
+            held_by_a_leader(false, None, asked_for, Some(Instant::now()), lease),
+            None
+        );
+    }
+
+    #[test]
+    fn a_question_without_a_term_reads_as_term_zero() {
+        let old: super::PreVote =
+            serde_json::from_str(r#"{"candidate":2,"last_log_id":null}"#).expect("decodes");
+        assert_eq!(old.term, 0);
+        assert_eq!(old.candidate, 2);
     }
 }

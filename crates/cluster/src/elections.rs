@@ -213,9 +213,12 @@ pub fn is_quorum(configs: &[BTreeSet<NodeId>], granted: &HashSet<NodeId>) -> boo
             .all(|c| c.iter().filter(|v| granted.contains(v)).count() * 2 > c.len())
 }
 
-/// Asks every other voter whether it would vote for this node, for at most `within`; `Ok` once a
-/// quorum (this node included) said yes, else why not.
-pub async fn canvass(cluster: &Cluster, tail: &LogTail, within: Duration) -> Result<(), String> {
+/// Asks every other voter whether it would vote for this node, for at most the shortest
+/// election timeout; `Ok` once a quorum (this node included) said yes, else why not. A voter
+/// that does not answer in time, and answered nothing for the lease, has its connection reset
+/// ([`crate::net::Peers::reset_if_stalled`]).
+pub async fn canvass(cluster: &Cluster, tail: &LogTail, timings: Timings) -> Result<(), String> {
+    let within = timings.min;
     let (configs, addrs, term) = {
         let metrics = cluster.raft.metrics();
         let m = metrics.borrow();
@@ -244,7 +247,10 @@ pub async fn canvass(cluster: &Cluster, tail: &LogTail, within: Duration) -> Res
             async move {
                 let answer = tokio::time::timeout(within, ask(cluster, voter, &addr, payload))
                     .await
-                    .unwrap_or_else(|_| PreVoteAnswer::No("no answer in time".to_owned()));
+                    .unwrap_or_else(|_| {
+                        cluster.peers.reset_if_stalled(voter, &addr, timings.max);
+                        PreVoteAnswer::No("no answer in time".to_owned())
+                    });
                 (voter, answer)
             }
         })
@@ -273,7 +279,10 @@ async fn ask(cluster: &Cluster, voter: NodeId, addr: &str, payload: Vec<u8>) -> 
             .await;
         deliver(&*cluster.filter, voter, cluster.id).await?;
         match reply {
-            Ok(reply) => Ok(serde_json::from_slice(&reply.into_inner().payload)?),
+            Ok(reply) => {
+                cluster.peers.note_answer(voter);
+                Ok(serde_json::from_slice(&reply.into_inner().payload)?)
+            }
             // A node from before pre-votes votes as it always did.
             Err(status) if status.code() == tonic::Code::Unimplemented => Ok(PreVoteAnswer::Yes),
             Err(status) => Err(anyhow::anyhow!("{}", status.message())),
@@ -327,7 +336,7 @@ pub fn spawn(
             {
                 continue;
             }
-            if let Err(why) = canvass(&cluster, &tail, timings.min).await {
+            if let Err(why) = canvass(&cluster, &tail, timings).await {
                 tracing::debug!(node = id, "not standing for election: {why}");
                 not_before = Instant::now() + timings.draw(&mut rng);
                 continue;

@@ -195,7 +195,12 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let call_events = state_machine.subscribe();
     let actor_events = state_machine.subscribe();
     let discovery_events = state_machine.subscribe();
-    let network = NetworkFactory::new(config.node_id, peers.clone(), config.filter.clone());
+    let network = NetworkFactory::new(
+        config.node_id,
+        peers.clone(),
+        config.filter.clone(),
+        config.raft.election_max,
+    );
     let raft = Raft::new(
         config.node_id,
         Arc::new(raft_config(&config)?),

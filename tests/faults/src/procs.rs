@@ -159,6 +159,8 @@ impl Procs {
             .args(["--mcp-allowed-host", "*"])
             .args(extra)
             .env("RUST_LOG", node_log())
+            // The campaign's own setting, not the node's (which warns of unknown GATEHOUSE_*).
+            .env_remove("GATEHOUSE_FAULTS_NODE_LOG")
             .stdout(Stdio::piped())
             .stderr(log);
         match token {

@@ -22,6 +22,7 @@ pub struct NetworkFactory {
     me: NodeId,
     peers: Peers,
     filter: SharedFilter,
+    stall: Duration,
 }
 
 impl std::fmt::Debug for NetworkFactory {
@@ -33,8 +34,15 @@ impl std::fmt::Debug for NetworkFactory {
 }
 
 impl NetworkFactory {
-    pub fn new(me: NodeId, peers: Peers, filter: SharedFilter) -> Self {
-        NetworkFactory { me, peers, filter }
+    /// `stall`: how long a peer may answer nothing before a call that times out resets the
+    /// connection to it ([`Peers::reset_if_stalled`]); the leader lease is a good length.
+    pub fn new(me: NodeId, peers: Peers, filter: SharedFilter, stall: Duration) -> Self {
+        NetworkFactory {
+            me,
+            peers,
+            filter,
+            stall,
+        }
     }
 }
 
@@ -48,6 +56,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             node: node.clone(),
             peers: self.peers.clone(),
             filter: self.filter.clone(),
+            stall: self.stall,
         }
     }
 }
@@ -58,6 +67,7 @@ pub struct Network {
     node: BasicNode,
     peers: Peers,
     filter: SharedFilter,
+    stall: Duration,
 }
 
 impl std::fmt::Debug for Network {
@@ -97,7 +107,11 @@ impl Network {
             .map_err(|e| unreachable(&e))?;
         let payload =
             serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let mut client = self.peers.client(&self.node.addr).map_err(|e| {
+        let client = match rpc {
+            Rpc::Snapshot => self.peers.snapshot_client(&self.node.addr),
+            Rpc::Append | Rpc::Vote => self.peers.client(&self.node.addr),
+        };
+        let mut client = client.map_err(|e| {
             RPCError::Network(NetworkError::new(&std::io::Error::other(e.to_string())))
         })?;
         let reply = async {
@@ -117,7 +131,16 @@ impl Network {
             }
         };
         let bytes = match tokio::time::timeout(ttl, reply).await {
-            Err(elapsed) => return Err(unreachable(&elapsed)),
+            Err(elapsed) => {
+                if !matches!(rpc, Rpc::Snapshot)
+                    && self
+                        .peers
+                        .reset_if_stalled(self.target, &self.node.addr, self.stall)
+                {
+                    tracing::debug!(peer = self.target, "no answer for a while: reconnecting");
+                }
+                return Err(unreachable(&elapsed));
+            }
             Ok(Err(status)) => return Err(unreachable(&status)),
             Ok(Ok(bytes)) => bytes,
         };

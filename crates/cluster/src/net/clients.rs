@@ -134,7 +134,7 @@ impl Peers {
 
     /// After a call to `node` at `addr` went unanswered: when the node has answered nothing for
     /// `window`, and the channel was not reset within it, aborts the shared channel's connection
-    /// ([`Dialer::abort`]), so the next call connects anew and what the old connection still
+    /// (`transport::Dialer::abort`), so the next call connects anew and what the old connection still
     /// queued is thrown away. Whatever else was in flight on it fails and is retried by its
     /// caller. Returns whether it reset.
     pub fn reset_if_stalled(&self, node: u64, addr: &str, window: Duration) -> bool {

@@ -675,3 +675,61 @@ fn read_only_intent_refuses_every_call_above_read_only_before_any_proposal() -> 
     assert_eq!(flow.upstream.invocations().len(), 1);
     Ok(())
 }
+
+/// The node's audit file as it stands, without a flush first: what is in it was written.
+fn on_disk(cluster: &TestCluster, id: u64) -> Vec<Record> {
+    let path = cluster.data_dir(id).join("audit").join("audit.log");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.split_inclusive('\n')
+        .filter(|line| line.ends_with('\n'))
+        .map(|line| serde_json::from_str(line).expect("an audit line is a record"))
+        .collect()
+}
+
+/// The outcomes of the admin changes of `target`, in the order they were written.
+fn admin_changes(records: &[Record], target: &str) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.entry.kind == Kind::AdminChange)
+        .filter(|r| r.entry.target.as_deref() == Some(target))
+        .map(|r| r.entry.outcome.clone())
+        .collect()
+}
+
+#[test]
+fn an_admin_change_has_its_request_on_disk_before_the_answer_and_its_outcome_after()
+-> anyhow::Result<()> {
+    let cluster = TestCluster::new(&[1])?;
+    let leader = cluster.leader(SHORT)?;
+    let target = "Tenant/audited";
+
+    cluster.block_on(cluster.admin(leader).put_tenant("audited"))?;
+    // Read before anything else is flushed: the request was on disk before the answer.
+    let at_answer = admin_changes(&on_disk(&cluster, leader), target);
+    assert_eq!(
+        at_answer.first().map(String::as_str),
+        Some("requested"),
+        "answered before its request was written: {at_answer:?}"
+    );
+    // What it changed follows it.
+    assert_eq!(
+        admin_changes(&audit_log(&cluster, leader), target),
+        ["requested", "created"]
+    );
+    cluster.block_on(cluster.admin(leader).put_tenant("audited"))?;
+    assert_eq!(
+        admin_changes(&audit_log(&cluster, leader), target),
+        ["requested", "created", "requested", "unchanged"]
+    );
+
+    // A log that takes nothing refuses the change before it is proposed.
+    cluster
+        .node(leader)
+        .audit
+        .inject_write_failure("the disk is full");
+    let refused = cluster.block_on(cluster.admin(leader).put_tenant("unaudited"));
+    assert!(refused.is_err(), "a change went through unaudited");
+    grace();
+    assert!(!cluster.has_tenant(leader, "unaudited"));
+    Ok(())
+}

@@ -4,7 +4,7 @@
 use super::convert::{self, page_after, page_token};
 use super::status::answer;
 use gatehouse_audit::{self as audit, AuditLog, Entry};
-use gatehouse_cluster::cluster::Cluster;
+use gatehouse_cluster::cluster::{Cluster, WriteError};
 use gatehouse_gateway::auth::{Authenticator, Caller, authenticate_current};
 use gatehouse_gateway::pipeline::GatewayError;
 use gatehouse_gateway::pipeline::audit::unavailable;
@@ -37,27 +37,42 @@ impl Registry {
         }
     }
 
-    /// Audits an admin change, one entry per resource, durably before the answer.
-    async fn admin_change<'a>(
+    /// Proposes an admin change with its audit: one `requested` record per resource, written
+    /// before the proposal and made durable while it commits (the two disk syncs overlap
+    /// instead of following each other), then one record per resource of what it changed,
+    /// group-committed after the answer. So every answered change has its request on disk, and
+    /// the Raft log holds what it did; a crash can lose only the outcome records of the last few
+    /// milliseconds.
+    async fn admin_change(
         &self,
         caller: &Caller,
         decision: &str,
-        changes: impl IntoIterator<Item = (&'a ResourceKey, String)>,
-    ) -> Result<(), GatewayError> {
-        for (key, outcome) in changes {
+        keys: &[ResourceKey],
+        command: Command,
+        outcome: impl Fn(&ResourceKey, &Result<(command::Response, u64), WriteError>) -> String,
+    ) -> Result<Result<(command::Response, u64), WriteError>, GatewayError> {
+        let entry = |key: &ResourceKey, outcome: String| Entry {
+            kind: audit::Kind::AdminChange,
+            tenant: key.tenant.clone(),
+            chain: vec![format!("admin:{}", caller.name)],
+            target: Some(key.to_string()),
+            decision: Some(decision.to_owned()),
+            outcome,
+            ..Entry::default()
+        };
+        for key in keys {
             self.audit
-                .record(Entry {
-                    kind: audit::Kind::AdminChange,
-                    tenant: key.tenant.clone(),
-                    chain: vec![format!("admin:{}", caller.name)],
-                    target: Some(key.to_string()),
-                    decision: Some(decision.to_owned()),
-                    outcome,
-                    ..Entry::default()
-                })
+                .record(entry(key, "requested".to_owned()))
                 .map_err(|e| unavailable(&e))?;
         }
-        self.audit.flush().await.map_err(|e| unavailable(&e))
+        let (requested, written) = tokio::join!(self.audit.flush(), self.cluster.propose(command));
+        requested.map_err(|e| unavailable(&e))?;
+        for key in keys {
+            self.audit
+                .record(entry(key, outcome(key, &written)))
+                .map_err(|e| unavailable(&e))?;
+        }
+        Ok(written)
     }
 
     /// An audit log known to take no entry refuses an admin change before it is proposed.
@@ -225,8 +240,7 @@ impl Registry {
         }
         let keys: Vec<ResourceKey> = resources.iter().map(|r| r.key()).collect();
         self.audit_writable()?;
-        let written = self.cluster.propose(Command::Put { resources }).await;
-        let outcome = |key: &ResourceKey| match &written {
+        let outcome = |key: &ResourceKey, written: &Result<_, WriteError>| match written {
             Ok((command::Response::Resources { changes }, _)) => changes
                 .iter()
                 .find(|c| &c.key == key)
@@ -236,7 +250,8 @@ impl Registry {
             Ok(_) => "unknown".to_owned(),
             Err(e) => format!("refused:{e}"),
         };
-        self.admin_change(&caller, "put", keys.iter().map(|k| (k, outcome(k))))
+        let written = self
+            .admin_change(&caller, "put", &keys, Command::Put { resources }, outcome)
             .await?;
         let (applied, log_index) = written?;
         let command::Response::Resources { changes } = applied else {
@@ -339,17 +354,21 @@ impl Registry {
             });
         }
         self.audit_writable()?;
-        let written = self
-            .cluster
-            .propose(Command::Delete {
-                keys: vec![key.clone()],
-            })
-            .await;
-        let outcome = match &written {
+        let outcome = |_: &ResourceKey, written: &Result<_, WriteError>| match written {
             Ok(_) => "deleted".to_owned(),
             Err(e) => format!("refused:{e}"),
         };
-        self.admin_change(&caller, "delete", [(&key, outcome)])
+        let command = Command::Delete {
+            keys: vec![key.clone()],
+        };
+        let written = self
+            .admin_change(
+                &caller,
+                "delete",
+                std::slice::from_ref(&key),
+                command,
+                outcome,
+            )
             .await?;
         let (_, log_index) = written?;
         Ok(pb::DeleteResourceResponse {

@@ -109,12 +109,7 @@ fn audit_log(cluster: &TestCluster, id: u64) -> Vec<Record> {
         // A log made to fail refuses the flush; what it wrote is on disk either way.
         let _ = cluster.block_on(cluster.node(id).audit.flush());
     }
-    let path = cluster.data_dir(id).join("audit").join("audit.log");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    text.split_inclusive('\n')
-        .filter(|line| line.ends_with('\n'))
-        .map(|line| serde_json::from_str(line).expect("an audit line is a record"))
-        .collect()
+    on_disk(cluster, id)
 }
 
 /// Waits until the node's audit log satisfies `done` (what a home writes after its own

@@ -147,8 +147,8 @@ impl Peers {
         }
         resets.insert(addr.to_owned(), Instant::now());
         drop(resets);
-        // A connection still being made is left to its connect timeout; any other call to it
-        // starts the next.
+        // Dropping the channel drops a connection still being made with it, so the next call
+        // starts afresh instead of waiting on the old attempt's SYN retransmissions.
         self.channels
             .write()
             .expect("channels lock")

@@ -92,7 +92,7 @@ impl PeerTransport {
 /// what it still queued.
 #[derive(Debug, Clone, Default)]
 pub struct Dialer {
-    pub source: Option<IpAddr>,
+    source: Option<IpAddr>,
     open: Arc<Mutex<HashMap<String, Vec<Weak<Abort>>>>>,
 }
 
@@ -105,18 +105,17 @@ impl Dialer {
     }
 
     /// Fails every open connection to `addr` (as the channel's URI names it); their channels
-    /// connect anew on their next call. Returns how many there were.
-    pub fn abort(&self, addr: &str) -> usize {
+    /// connect anew on their next call.
+    pub fn abort(&self, addr: &str) {
         let open = self
             .open
             .lock()
             .expect("dialer lock")
             .remove(addr)
             .unwrap_or_default();
-        open.iter()
-            .filter_map(Weak::upgrade)
-            .map(|conn| conn.abort())
-            .count()
+        for conn in open.iter().filter_map(Weak::upgrade) {
+            conn.abort();
+        }
     }
 }
 

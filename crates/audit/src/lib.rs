@@ -21,9 +21,11 @@
 //! without its newline, minus its last 75 bytes, plus `}`. Hashing the stored bytes (not a
 //! re-serialization) means any change to a line, even one JSON would read the same, is found.
 //!
-//! `audit.head` is `{"seq":S,"hash":"H"}`: the last record known synced. It is rewritten
-//! (temporary file, sync, rename) after every batch, and made before the log is. A head behind
-//! the log is normal after a crash; a log that ends before its head had records removed.
+//! `audit.head` is `{"seq":S,"hash":"H"}`: a record known synced. It is rewritten (temporary
+//! file, sync, rename) after a batch, at most every [`HEAD_EVERY`] while batches keep coming
+//! and once that much time has passed or at close, and made before the log is. A head behind
+//! the log is normal (a crash, a busy interval); a log that ends before its head had records
+//! removed.
 //!
 //! # Group commit and crashes
 //!
@@ -41,7 +43,7 @@ mod log;
 mod record;
 mod verify;
 
-pub use log::{AuditLog, Stats};
+pub use log::{AuditLog, HEAD_EVERY, Stats};
 pub use record::{Entry, GENESIS, Kind, Record};
 pub use verify::{Verified, VerifyError, since, tail, verify};
 

@@ -6,7 +6,7 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -68,6 +68,11 @@ impl AuditLog {
     /// Recovers seq and previous hash from the last record; a torn final line (crash mid-write)
     /// is cut off with a warning; any other damage is an error naming the line.
     pub fn open(dir: &Path, node: u64) -> io::Result<AuditLog> {
+        Self::open_with(dir, node, HEAD_EVERY)
+    }
+
+    /// [`AuditLog::open`] with the head moved at most every `head_every` while batches come.
+    pub(crate) fn open_with(dir: &Path, node: u64, head_every: Duration) -> io::Result<AuditLog> {
         let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
         let disk = Disk::open(dir, node)?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -80,7 +85,7 @@ impl AuditLog {
             records: AtomicU64::new(0),
         });
         let span = tracing::info_span!("audit", node, dir = %dir.display());
-        runtime.spawn(write_loop(disk, rx, writer.clone()).instrument(span));
+        runtime.spawn(write_loop(disk, rx, writer.clone(), head_every).instrument(span));
         Ok(AuditLog { writer })
     }
 
@@ -176,7 +181,12 @@ impl AuditLog {
 
 /// How long a batch of fire-and-forget records may wait for company before it is written: the
 /// most a crash can lose of records nobody waited for, beyond those still queued.
-pub const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
+pub const LINGER: Duration = Duration::from_millis(10);
+
+/// How far behind the synced records `audit.head` may fall while batches keep coming. The head
+/// only narrows what a truncated log can hide (a head behind the log is allowed, and is what a
+/// crash leaves), so it need not cost a file write and a sync per batch.
+pub const HEAD_EVERY: Duration = Duration::from_millis(200);
 
 impl Msg {
     /// Someone waits on it: a durable record, a flush, a close.
@@ -232,14 +242,38 @@ fn closed() -> io::Error {
 }
 
 /// Takes everything queued (up to a batch), commits it with one write and one sync, answers,
-/// then moves the head.
+/// then moves the head: at once when it last moved `head_every` ([`HEAD_EVERY`]) ago or more, else when that
+/// much time has passed (or at close), so a steady stream of batches moves it a few times a
+/// second instead of once per batch.
 /// Ends on `close` or when every handle is gone. After a failed write the log is not trusted to
 /// continue: every later entry is refused, and a restart recovers from what is on disk.
-async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, writer: Arc<WriterState>) {
+async fn write_loop(
+    disk: Disk,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    writer: Arc<WriterState>,
+    head_every: Duration,
+) {
     let mut disk = Some(disk);
     let mut closing = None;
+    // When the head last moved, and whether a synced batch is past it.
+    let mut head_moved: Option<tokio::time::Instant> = None;
+    let mut head_behind = false;
     while closing.is_none() {
-        let Some(first) = rx.recv().await else { break };
+        let next = match (head_behind, head_moved) {
+            (true, Some(moved)) => {
+                match tokio::time::timeout_at(moved + head_every, rx.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        disk = advance_head(disk, &writer).await;
+                        head_moved = Some(tokio::time::Instant::now());
+                        head_behind = false;
+                        continue;
+                    }
+                }
+            }
+            _ => rx.recv().await,
+        };
+        let Some(first) = next else { break };
         let mut msgs = vec![first];
         while msgs.len() < MAX_BATCH && !matches!(msgs.last(), Some(Msg::Close(_))) {
             match rx.try_recv() {
@@ -319,8 +353,12 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, writer: Ar
                 for done in flushes {
                     let _ = done.send(Ok(()));
                 }
-                if count > 0 {
+                head_behind |= count > 0;
+                let due = head_moved.is_none_or(|moved| moved.elapsed() >= head_every);
+                if head_behind && (due || closing.is_some()) {
                     disk = advance_head(disk, &writer).await;
+                    head_moved = Some(tokio::time::Instant::now());
+                    head_behind = false;
                 }
             }
             Err(e) => {
@@ -338,6 +376,10 @@ async fn write_loop(disk: Disk, mut rx: mpsc::UnboundedReceiver<Msg>, writer: Ar
             }
         }
     }
+    if head_behind {
+        disk = advance_head(disk, &writer).await;
+    }
+    drop(disk);
     rx.close();
     let mut dropped = 0u64;
     while let Ok(msg) = rx.try_recv() {

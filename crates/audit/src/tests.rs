@@ -3,6 +3,7 @@
 use crate::record::Record;
 use crate::{AuditLog, Entry, GENESIS, Kind, VerifyError, tail, verify};
 use std::path::Path;
+use std::time::Duration;
 
 fn entry(i: u64) -> Entry {
     Entry {
@@ -246,6 +247,59 @@ async fn record_durable_returns_only_after_the_bytes_are_on_disk() {
     assert!(head.contains(&last.hash), "{head}");
 }
 
+fn head_hash(dir: &Path) -> String {
+    let head = std::fs::read_to_string(dir.join("audit.head")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&head).unwrap()["hash"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_head_moves_at_most_once_per_interval_and_catches_up_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // An interval no test run outlasts: the head stays where the first batch put it.
+    let log = AuditLog::open_with(dir.path(), 1, Duration::from_secs(3600)).unwrap();
+    log.record_durable(entry(1)).await.unwrap();
+    log.flush().await.unwrap();
+    let first = tail(dir.path(), 1).unwrap()[0].hash.clone();
+    assert_eq!(
+        head_hash(dir.path()),
+        first,
+        "the first batch moves the head"
+    );
+    for i in 2..=5 {
+        log.record_durable(entry(i)).await.unwrap();
+    }
+    log.flush().await.unwrap();
+    assert_eq!(
+        head_hash(dir.path()),
+        first,
+        "later batches within the interval leave it"
+    );
+    // Close brings it to the last synced record.
+    log.close().await;
+    let last = tail(dir.path(), 1).unwrap()[0].hash.clone();
+    assert_eq!(head_hash(dir.path()), last);
+
+    // With a short interval, a log that goes quiet has its head caught up without a close.
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open_with(dir.path(), 1, Duration::from_millis(50)).unwrap();
+    for i in 1..=3 {
+        log.record_durable(entry(i)).await.unwrap();
+    }
+    let last = tail(dir.path(), 1).unwrap()[0].hash.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while head_hash(dir.path()) != last {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the head never caught up with the last batch"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    log.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_records_get_gapless_seqs() {
     let dir = tempfile::tempdir().unwrap();
@@ -291,7 +345,8 @@ async fn records_after_close_are_refused() {
 #[tokio::test]
 async fn a_write_the_disk_refuses_fails_the_writer_and_every_later_entry_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let log = AuditLog::open(dir.path(), 1).unwrap();
+    // The head moves after every batch here, so the failed move comes right after entry 2.
+    let log = AuditLog::open_with(dir.path(), 1, Duration::ZERO).unwrap();
     log.record_durable(entry(1)).await.unwrap();
     // Answered after the head for entry 1 has moved (the writer takes one thing at a time).
     log.flush().await.unwrap();

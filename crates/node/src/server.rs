@@ -9,7 +9,7 @@ use gatehouse_audit::AuditLog;
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_cluster::feed::CallFeed;
 use gatehouse_cluster::handover::Handover;
-use gatehouse_cluster::net::{NetworkFactory, PeerTransport, Peers};
+use gatehouse_cluster::net::{CommitHold, NetworkFactory, PeerTransport, Peers};
 use gatehouse_cluster::node_files::{Identity, NodeFiles, new_key};
 use gatehouse_cluster::readiness::Readiness;
 use gatehouse_cluster::tls::{NodeTls, Plaintext, Probe, TlsListener};
@@ -189,6 +189,8 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
     let peers = Peers::new(secret, PeerTransport::new(config.tls.as_ref()))
         .connecting_from(identity.grpc.ip());
     let (log, state_machine) = gatehouse_raft_store::open(&files.raft_dir())?;
+    let log = log.leading_as(config.node_id);
+    let commit_hold = CommitHold::new(log.synced());
     let log_tail = log.tail();
     let registry = state_machine.registry();
     let applied = state_machine.applied_watch();
@@ -200,6 +202,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
         peers.clone(),
         config.filter.clone(),
         config.raft.election_max,
+        commit_hold.clone(),
     );
     let raft = Raft::new(
         config.node_id,
@@ -342,6 +345,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             stopped.clone(),
         ),
         notifier,
+        commit_hold.release(raft.clone(), stopped.clone()),
         gatehouse_cluster::elections::spawn(cluster.clone(), log_tail.clone(), stopped),
     ];
 

@@ -5,7 +5,9 @@
 //! Durability is the point of this crate: a log entry is on disk (one write to the log's own
 //! segment file, then an fdatasync of it, on a sync thread) and a vote is on disk (sled's
 //! synchronous flush, then an fdatasync of its file) before openraft is told it is persisted.
-//! It must never use sled's `flush_async` (it can deadlock in 0.34.7), never acknowledge what
+//! The one exception is the leader's own append ([`LogStore::leading_as`]): it is acknowledged
+//! once written, and the state machine applies nothing this node has not synced. It must never
+//! use sled's `flush_async` (it can deadlock in 0.34.7), never let a follower acknowledge what
 //! it has not synced, and never evaluate anything itself: applying an entry is
 //! `Registry::apply`, nothing more.
 
@@ -29,6 +31,7 @@ pub use log_reader::LogReader;
 pub use log_store::{LogStore, LogTail};
 pub use open::open;
 pub use restore::{Restored, restore};
+pub use segments::{LogSynced, Synced, SyncsHeld};
 pub use shared_registry::SharedRegistry;
 pub use snapshot::SnapshotBuilder;
 pub use state_machine::{AppliedEntry, StateMachineStore};

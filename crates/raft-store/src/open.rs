@@ -39,6 +39,6 @@ pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), StoreError> {
     };
     let durable = Durable::start(db.clone(), dir)?;
     let log = LogStore::open(&db, dir, durable.clone())?;
-    let state_machine = StateMachineStore::open(&db, durable)?;
+    let state_machine = StateMachineStore::open(&db, durable, log.synced())?;
     Ok((log, state_machine))
 }

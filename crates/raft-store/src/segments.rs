@@ -24,6 +24,7 @@ use std::ops::RangeBounds;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
+use tokio::sync::watch;
 
 type Entry = openraft::Entry<TypeConfig>;
 
@@ -34,8 +35,76 @@ const HEADER: usize = 16;
 /// The directory of the segments, inside the store's directory.
 pub(crate) const DIR: &str = "raft-log";
 
-/// An append waiting for its segment's sync.
-type SyncWaiter = (Arc<File>, LogFlushed<TypeConfig>);
+/// An append waiting for its segment's sync: the file, its last entry, the truncation epoch it
+/// was written in, and openraft's callback unless that fired when the append was written.
+struct SyncWaiter {
+    file: Arc<File>,
+    last: LogId<NodeId>,
+    epoch: u64,
+    callback: Option<LogFlushed<TypeConfig>>,
+}
+
+/// How far the log is on disk: every entry up to `through` (as the log holds it now) has been
+/// synced, unless a sync `failed`, after which nothing more ever is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Synced {
+    pub through: Option<LogId<NodeId>>,
+    pub failed: bool,
+    /// The last entry written, synced or not.
+    pub written: Option<LogId<NodeId>>,
+    /// Grows with each truncation: a sync of an append written before one says nothing about
+    /// the entries at its indexes now.
+    epoch: u64,
+}
+
+/// A view of [`Synced`] that follows the log's sync thread: what waits for an entry to be on
+/// disk (the state machine before it applies, the Raft network before it tells followers
+/// what is committed) waits here.
+#[derive(Debug, Clone)]
+pub struct LogSynced {
+    rx: watch::Receiver<Synced>,
+}
+
+impl LogSynced {
+    /// Where the synced part of the log ends now.
+    pub fn now(&self) -> Synced {
+        *self.rx.borrow()
+    }
+
+    /// Waits until every entry up to `index` that the log holds is on disk (an index past the
+    /// last entry written waits for nothing). `Err` once a sync failed: the entry may never be.
+    pub async fn wait_for(&self, index: u64) -> Result<(), StoreError> {
+        let mut rx = self.rx.clone();
+        let synced = rx
+            .wait_for(|s| {
+                s.failed
+                    || s.through.is_some_and(|t| t.index >= index)
+                    || s.written.is_none_or(|w| w.index < index)
+            })
+            .await
+            .map_err(|_| StoreError::Sync("the log's sync thread has stopped".into()))?;
+        if synced.failed {
+            return Err(StoreError::Sync(
+                "a sync of the Raft log failed: entries past it may not be on disk".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits until every entry written so far is on disk.
+    pub async fn wait_for_written(&self) -> Result<(), StoreError> {
+        let written = self.rx.borrow().written;
+        match written {
+            Some(last) => self.wait_for(last.index).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Changes as the synced part grows (or a sync fails).
+    pub fn changes(&self) -> watch::Receiver<Synced> {
+        self.rx.clone()
+    }
+}
 
 /// Where one entry is.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +134,27 @@ pub(crate) struct Segments {
     state: Mutex<State>,
     syncs: Mutex<Option<mpsc::Sender<SyncWaiter>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    synced: watch::Sender<Synced>,
+    held: Arc<Held>,
+}
+
+/// Whether syncs wait ([`Segments::hold_syncs`]).
+#[derive(Debug, Default)]
+struct Held {
+    held: Mutex<bool>,
+    released: std::sync::Condvar,
+}
+
+/// While this lives, the log's sync thread syncs nothing: for tests that must see what happens
+/// between an append and its sync.
+#[derive(Debug)]
+pub struct SyncsHeld(Arc<Held>);
+
+impl Drop for SyncsHeld {
+    fn drop(&mut self) {
+        *lock(&self.0.held) = false;
+        self.0.released.notify_all();
+    }
 }
 
 impl Drop for Segments {
@@ -93,6 +183,30 @@ fn checksum(index: u64, payload: &[u8]) -> u32 {
     hasher.update(&index.to_le_bytes());
     hasher.update(payload);
     hasher.finalize()
+}
+
+/// Moves the synced mark past a batch the sync thread finished. Appends written before the
+/// last truncation move nothing: their indexes may hold other entries now.
+fn mark_synced(marks: &watch::Sender<Synced>, batch: &[SyncWaiter], ok: bool) {
+    marks.send_if_modified(|synced| {
+        if !ok {
+            let changed = !synced.failed;
+            synced.failed = true;
+            return changed;
+        }
+        let last = batch
+            .iter()
+            .filter(|w| w.epoch == synced.epoch)
+            .map(|w| w.last)
+            .max_by_key(|id| id.index);
+        match last {
+            Some(last) if synced.through.is_none_or(|t| t.index < last.index) => {
+                synced.through = Some(last);
+                true
+            }
+            _ => false,
+        }
+    });
 }
 
 /// One entry's record.
@@ -248,10 +362,12 @@ impl Segments {
             if is_last {
                 if scanned.valid_len < scanned.file_len {
                     file.set_len(scanned.valid_len)?;
-                    file.sync_data()?;
                 }
                 state.tail_len = scanned.valid_len;
             }
+            // A process killed before its sync leaves its appends in the page cache, where
+            // this open reads them: they count as synced from here on, so sync them now.
+            file.sync_data()?;
             state.files.insert(first, Arc::new(file));
         }
         if state.files.is_empty() {
@@ -265,25 +381,49 @@ impl Segments {
 
     fn start(dir: PathBuf, state: State) -> std::io::Result<Arc<Self>> {
         let (syncs, waiting) = mpsc::channel::<SyncWaiter>();
+        let last = state.entries.last_key_value().map(|(_, l)| l.log_id);
+        let (synced, _) = watch::channel(Synced {
+            through: last,
+            written: last,
+            ..Synced::default()
+        });
+        let marks = synced.clone();
+        let held = Arc::<Held>::default();
+        let hold = held.clone();
         let thread = std::thread::Builder::new()
             .name("raft-log-sync".into())
             .spawn(move || {
                 while let Ok(first) = waiting.recv() {
+                    drop(
+                        hold.released
+                            .wait_while(lock(&hold.held), |held| *held)
+                            .unwrap_or_else(PoisonError::into_inner),
+                    );
                     let mut batch = vec![first];
                     batch.extend(waiting.try_iter());
                     // Each file once, in the order the appends came; a failure fails every
                     // append of the batch from the first failing file on.
-                    let mut synced: Result<(), String> = Ok(());
+                    let mut result: Result<(), String> = Ok(());
                     let mut done: Vec<*const File> = Vec::new();
-                    for (file, _) in &batch {
-                        let key = Arc::as_ptr(file);
-                        if synced.is_ok() && !done.contains(&key) {
-                            synced = file.sync_data().map_err(|e| e.to_string());
+                    for waiter in &batch {
+                        let key = Arc::as_ptr(&waiter.file);
+                        if result.is_ok() && !done.contains(&key) {
+                            result = waiter.file.sync_data().map_err(|e| e.to_string());
                             done.push(key);
                         }
                     }
-                    for (_, callback) in batch {
-                        callback.log_io_completed(synced.clone().map_err(std::io::Error::other));
+                    mark_synced(&marks, &batch, result.is_ok());
+                    for waiter in batch {
+                        if let Some(callback) = waiter.callback {
+                            callback
+                                .log_io_completed(result.clone().map_err(std::io::Error::other));
+                        } else if let Err(e) = &result {
+                            tracing::error!(
+                                error = %e,
+                                "a sync of the Raft log failed after the leader's append was \
+                                 acknowledged; nothing past it is applied"
+                            );
+                        }
                     }
                 }
             })?;
@@ -292,7 +432,22 @@ impl Segments {
             state: Mutex::new(state),
             syncs: Mutex::new(Some(syncs)),
             thread: Mutex::new(Some(thread)),
+            synced,
+            held,
         }))
+    }
+
+    /// Stops the sync thread before its next sync until the guard is dropped.
+    pub(crate) fn hold_syncs(&self) -> SyncsHeld {
+        *lock(&self.held.held) = true;
+        SyncsHeld(self.held.clone())
+    }
+
+    /// The synced mark, for whoever must wait for an entry to be on disk.
+    pub(crate) fn synced(&self) -> LogSynced {
+        LogSynced {
+            rx: self.synced.subscribe(),
+        }
     }
 
     /// The last entry's log id, if any entry is kept.
@@ -303,11 +458,14 @@ impl Segments {
             .map(|(_, l)| l.log_id)
     }
 
-    /// Writes `entries` after the last one; `callback` fires once they are on disk.
+    /// Writes `entries` after the last one and has them synced. `callback` fires once they are
+    /// on disk, or, with `ack_written`, as soon as they are written: the leader's own append,
+    /// which the state machine and the followers' commit index wait for instead.
     pub(crate) fn append(
         &self,
         entries: impl IntoIterator<Item = Entry>,
         callback: LogFlushed<TypeConfig>,
+        ack_written: bool,
     ) -> Result<(), StoreError> {
         let mut bytes = Vec::new();
         let mut written = Vec::new();
@@ -338,6 +496,10 @@ impl Segments {
         let file = file.clone();
         file.write_all_at(&bytes, state.tail_len)?;
         let mut offset = state.tail_len;
+        let last = written
+            .last()
+            .map(|(id, _)| *id)
+            .expect("written is not empty");
         for (log_id, len) in written {
             state.entries.insert(
                 log_id.index,
@@ -351,11 +513,30 @@ impl Segments {
             offset += u64::from(len);
         }
         state.tail_len = offset;
+        // Under the state's lock, which every truncation holds. Nobody waits for `written` to
+        // grow: no wake-up.
+        let mut epoch = 0;
+        self.synced.send_if_modified(|synced| {
+            synced.written = Some(last);
+            epoch = synced.epoch;
+            false
+        });
         drop(state);
+        let callback = if ack_written {
+            callback.log_io_completed(Ok(()));
+            None
+        } else {
+            Some(callback)
+        };
         lock(&self.syncs)
             .as_ref()
             .ok_or_else(|| StoreError::Sync("the log's sync thread has stopped".into()))?
-            .send((file, callback))
+            .send(SyncWaiter {
+                file,
+                last,
+                epoch,
+                callback,
+            })
             .map_err(|_| StoreError::Sync("the log's sync thread has stopped".into()))
     }
 
@@ -408,12 +589,22 @@ impl Segments {
         }
         let file = state.files[&at.segment].clone();
         file.set_len(at.offset)?;
-        file.sync_data()?;
+        // Every segment, not only the cut one: appends still waiting for their sync may be in
+        // an earlier one, and from here on everything before `index` counts as on disk.
+        for file in state.files.values() {
+            file.sync_data()?;
+        }
         if !later.is_empty() {
             sync_dir(&self.dir)?;
         }
         state.tail_len = at.offset;
         state.entries.split_off(&index);
+        let kept = state.entries.last_key_value().map(|(_, l)| l.log_id);
+        self.synced.send_modify(|synced| {
+            synced.epoch += 1;
+            synced.through = kept;
+            synced.written = kept;
+        });
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 use crate::codec::blocking;
 use crate::durable::Durable;
 use crate::recovery::{Recovered, recover};
+use crate::segments::LogSynced;
 use crate::snapshot::{SnapshotBuilder, SnapshotStore, current};
 use crate::{ApplyResult, NodeId, SharedRegistry, StoreError, TypeConfig};
 use gatehouse_registry::{Call, Proposal, Registry, Response};
@@ -66,6 +67,8 @@ pub struct StateMachineStore {
     membership: StoredMembership<NodeId, BasicNode>,
     applied_tx: watch::Sender<u64>,
     events: broadcast::Sender<AppliedEntry>,
+    /// How far this node's log is on disk: nothing is applied before it is.
+    synced: LogSynced,
 }
 
 impl fmt::Debug for StateMachineStore {
@@ -87,7 +90,11 @@ fn nothing() -> ApplyResult {
 }
 
 impl StateMachineStore {
-    pub(crate) fn open(db: &sled::Db, durable: Durable) -> Result<Self, StoreError> {
+    pub(crate) fn open(
+        db: &sled::Db,
+        durable: Durable,
+        synced: LogSynced,
+    ) -> Result<Self, StoreError> {
         let state = db.open_tree("state")?;
         let snapshots = SnapshotStore::open(db, &state, durable)?;
         let Recovered {
@@ -106,6 +113,7 @@ impl StateMachineStore {
             membership,
             applied_tx,
             events,
+            synced,
         })
     }
 
@@ -145,6 +153,10 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let Some(last) = entries.last().map(|entry| entry.log_id) else {
             return Ok(Vec::new());
         };
+        // The leader acknowledges its own append before its sync (`LogStore::leading_as`), so
+        // a commit may count it early; applying waits for it, and so does the client's answer.
+        // A follower's entries were synced before it acknowledged them: no wait there.
+        self.synced.wait_for(last.index).await.map_err(write)?;
 
         let mut results = Vec::with_capacity(entries.len());
         let mut applied = Vec::new();

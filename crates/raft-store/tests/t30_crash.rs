@@ -128,6 +128,8 @@ fn child_writer() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
         let (log, state_machine) = open(Path::new(&dir)).expect("store opens");
+        // As a node runs it: its own appends acknowledged once written, applied once synced.
+        let log = log.leading_as(NODE);
         let raft = Raft::new(NODE, config(), NoPeers, log, state_machine)
             .await
             .expect("raft starts");
@@ -305,7 +307,7 @@ fn recover(dir: &Path, acked: &BTreeSet<u64>) -> Recovered {
 
         let registry = state_machine.registry();
         let mut applied = state_machine.applied_watch();
-        let raft = Raft::new(NODE, config(), NoPeers, log, state_machine)
+        let raft = Raft::new(NODE, config(), NoPeers, log.leading_as(NODE), state_machine)
             .await
             .expect("raft restarts");
         tokio::time::timeout(PATIENCE, applied.wait_for(|index| *index >= last))

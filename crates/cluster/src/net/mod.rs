@@ -2,12 +2,14 @@
 //! that lets a test harness cut, drop or delay the traffic between chosen nodes.
 
 mod clients;
+mod commit_hold;
 mod forward;
 mod raft_network;
 mod reachability;
 mod transport;
 
 pub use clients::{MAX_RAFT_MESSAGE, Peers};
+pub use commit_hold::CommitHold;
 pub use forward::{ForwardReply, Forwarded};
 pub use raft_network::NetworkFactory;
 pub use reachability::{NOT_JOINED, Reachability};

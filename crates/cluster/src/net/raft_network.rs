@@ -1,7 +1,7 @@
 //! openraft's network over tonic: each RPC is the openraft message as JSON in a `bytes` payload,
 //! bounded by the deadline openraft gives, and passed through the peer filter.
 
-use super::{Peers, SharedFilter, deliver};
+use super::{CommitHold, Peers, SharedFilter, deliver};
 use gatehouse_proto::v1 as pb;
 use gatehouse_raft_store::{NodeId, TypeConfig};
 use openraft::BasicNode;
@@ -23,6 +23,7 @@ pub struct NetworkFactory {
     peers: Peers,
     filter: SharedFilter,
     stall: Duration,
+    hold: CommitHold,
 }
 
 impl std::fmt::Debug for NetworkFactory {
@@ -36,12 +37,20 @@ impl std::fmt::Debug for NetworkFactory {
 impl NetworkFactory {
     /// `stall`: how long a peer may answer nothing before a call that times out resets the
     /// connection to it ([`Peers::reset_if_stalled`]); the leader lease is a good length.
-    pub fn new(me: NodeId, peers: Peers, filter: SharedFilter, stall: Duration) -> Self {
+    /// `hold`: the commit index sent to followers never passes this node's synced log.
+    pub fn new(
+        me: NodeId,
+        peers: Peers,
+        filter: SharedFilter,
+        stall: Duration,
+        hold: CommitHold,
+    ) -> Self {
         NetworkFactory {
             me,
             peers,
             filter,
             stall,
+            hold,
         }
     }
 }
@@ -57,6 +66,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             peers: self.peers.clone(),
             filter: self.filter.clone(),
             stall: self.stall,
+            hold: self.hold.clone(),
         }
     }
 }
@@ -68,6 +78,7 @@ pub struct Network {
     peers: Peers,
     filter: SharedFilter,
     stall: Duration,
+    hold: CommitHold,
 }
 
 impl std::fmt::Debug for Network {
@@ -165,9 +176,10 @@ impl Network {
 impl RaftNetwork<TypeConfig> for Network {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        mut rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        rpc.leader_commit = self.hold.clamp(rpc.leader_commit);
         self.call(Rpc::Append, &rpc, option.hard_ttl()).await
     }
 

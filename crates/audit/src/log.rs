@@ -211,9 +211,36 @@ fn fail(writer: &WriterState, kind: io::ErrorKind, message: String) {
     }
 }
 
+/// When `audit.head` moves: after a batch, at once when it last moved `every` ago or more, else
+/// once that much time has passed (or at close).
+struct HeadPace {
+    every: Duration,
+    moved: Option<tokio::time::Instant>,
+    /// A synced batch is past the head.
+    behind: bool,
+}
+
+impl HeadPace {
+    /// When a head left behind is to move (`None`: it is not behind).
+    fn due_at(&self) -> Option<tokio::time::Instant> {
+        let moved = self.moved.filter(|_| self.behind)?;
+        Some(moved + self.every)
+    }
+
+    fn due_now(&self) -> bool {
+        self.behind && self.moved.is_none_or(|moved| moved.elapsed() >= self.every)
+    }
+}
+
 /// Moves `audit.head` to the batch just answered for, off the answer's path. A failure here is
 /// a failed log like any other: later entries are refused.
-async fn advance_head(disk: Option<Disk>, writer: &WriterState) -> Option<Disk> {
+async fn advance_head(
+    disk: Option<Disk>,
+    writer: &WriterState,
+    pace: &mut HeadPace,
+) -> Option<Disk> {
+    pace.moved = Some(tokio::time::Instant::now());
+    pace.behind = false;
     let d = disk?;
     let moved = tokio::task::spawn_blocking(move || {
         let result = d.advance_head();
@@ -242,9 +269,8 @@ fn closed() -> io::Error {
 }
 
 /// Takes everything queued (up to a batch), commits it with one write and one sync, answers,
-/// then moves the head: at once when it last moved `head_every` ([`HEAD_EVERY`]) ago or more, else when that
-/// much time has passed (or at close), so a steady stream of batches moves it a few times a
-/// second instead of once per batch.
+/// then moves the head at the pace of `head_every` ([`HEAD_EVERY`], [`HeadPace`]), so a steady
+/// stream of batches moves it a few times a second instead of once per batch.
 /// Ends on `close` or when every handle is gone. After a failed write the log is not trusted to
 /// continue: every later entry is refused, and a restart recovers from what is on disk.
 async fn write_loop(
@@ -255,23 +281,21 @@ async fn write_loop(
 ) {
     let mut disk = Some(disk);
     let mut closing = None;
-    // When the head last moved, and whether a synced batch is past it.
-    let mut head_moved: Option<tokio::time::Instant> = None;
-    let mut head_behind = false;
+    let mut head = HeadPace {
+        every: head_every,
+        moved: None,
+        behind: false,
+    };
     while closing.is_none() {
-        let next = match (head_behind, head_moved) {
-            (true, Some(moved)) => {
-                match tokio::time::timeout_at(moved + head_every, rx.recv()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        disk = advance_head(disk, &writer).await;
-                        head_moved = Some(tokio::time::Instant::now());
-                        head_behind = false;
-                        continue;
-                    }
+        let next = match head.due_at() {
+            Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    disk = advance_head(disk, &writer, &mut head).await;
+                    continue;
                 }
-            }
-            _ => rx.recv().await,
+            },
+            None => rx.recv().await,
         };
         let Some(first) = next else { break };
         let mut msgs = vec![first];
@@ -353,12 +377,9 @@ async fn write_loop(
                 for done in flushes {
                     let _ = done.send(Ok(()));
                 }
-                head_behind |= count > 0;
-                let due = head_moved.is_none_or(|moved| moved.elapsed() >= head_every);
-                if head_behind && (due || closing.is_some()) {
-                    disk = advance_head(disk, &writer).await;
-                    head_moved = Some(tokio::time::Instant::now());
-                    head_behind = false;
+                head.behind |= count > 0;
+                if head.due_now() || (head.behind && closing.is_some()) {
+                    disk = advance_head(disk, &writer, &mut head).await;
                 }
             }
             Err(e) => {
@@ -376,8 +397,8 @@ async fn write_loop(
             }
         }
     }
-    if head_behind {
-        disk = advance_head(disk, &writer).await;
+    if head.behind {
+        disk = advance_head(disk, &writer, &mut head).await;
     }
     drop(disk);
     rx.close();

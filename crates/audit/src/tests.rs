@@ -248,11 +248,7 @@ async fn record_durable_returns_only_after_the_bytes_are_on_disk() {
 }
 
 fn head_hash(dir: &Path) -> String {
-    let head = std::fs::read_to_string(dir.join("audit.head")).unwrap();
-    serde_json::from_str::<serde_json::Value>(&head).unwrap()["hash"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    crate::files::read_head(dir).unwrap().unwrap().hash
 }
 
 #[tokio::test]

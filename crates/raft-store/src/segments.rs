@@ -135,42 +135,45 @@ struct State {
 /// benchmark). Changed under the state's lock, in step with `State::entries`.
 #[derive(Debug, Default)]
 struct Recent {
-    entries: BTreeMap<u64, Entry>,
+    /// Each entry with its record's bytes.
+    entries: BTreeMap<u64, (Entry, u64)>,
     /// Record bytes of the entries held: the oldest go past [`RECENT_BYTES`].
     bytes: u64,
-    lens: BTreeMap<u64, u64>,
 }
 
 impl Recent {
     fn keep(&mut self, entry: Entry, len: u64) {
-        let index = entry.log_id.index;
-        self.entries.insert(index, entry);
-        if let Some(old) = self.lens.insert(index, len) {
+        if let Some((_, old)) = self.entries.insert(entry.log_id.index, (entry, len)) {
             self.bytes -= old;
         }
         self.bytes += len;
         while self.bytes > RECENT_BYTES {
-            let Some((oldest, len)) = self.lens.pop_first() else {
+            let Some((_, (_, len))) = self.entries.pop_first() else {
                 break;
             };
-            self.entries.remove(&oldest);
             self.bytes -= len;
         }
     }
 
+    /// The entry at `log_id`, if held.
+    fn get(&self, log_id: LogId<NodeId>) -> Option<Entry> {
+        self.entries
+            .get(&log_id.index)
+            .filter(|(entry, _)| entry.log_id == log_id)
+            .map(|(entry, _)| entry.clone())
+    }
+
     /// Forgets every entry from `index` on (a truncation).
     fn forget_from(&mut self, index: u64) {
-        self.entries.split_off(&index);
-        let gone = self.lens.split_off(&index);
-        self.bytes -= gone.values().sum::<u64>();
+        let gone = self.entries.split_off(&index);
+        self.bytes -= gone.values().map(|(_, len)| len).sum::<u64>();
     }
 
     /// Forgets every entry up to `index` (a purge).
     fn forget_through(&mut self, index: u64) {
-        self.entries = self.entries.split_off(&(index + 1));
-        let kept = self.lens.split_off(&(index + 1));
-        let gone = std::mem::replace(&mut self.lens, kept);
-        self.bytes -= gone.values().sum::<u64>();
+        let kept = self.entries.split_off(&(index + 1));
+        let gone = std::mem::replace(&mut self.entries, kept);
+        self.bytes -= gone.values().map(|(_, len)| len).sum::<u64>();
     }
 }
 
@@ -518,14 +521,12 @@ impl Segments {
     ) -> Result<(), StoreError> {
         let mut bytes = Vec::new();
         let mut written = Vec::new();
-        let mut appended = Vec::new();
         for entry in entries {
             let len = record(&entry, &mut bytes)?;
-            written.push((entry.log_id, len));
-            appended.push((entry, u64::from(len)));
+            written.push((entry, len));
         }
         let mut state = lock(&self.state);
-        let Some((&first_index, _)) = written.first().map(|(id, _)| (&id.index, ())) else {
+        let Some(first_index) = written.first().map(|(entry, _)| entry.log_id.index) else {
             drop(state);
             callback.log_io_completed(Ok(()));
             return Ok(());
@@ -549,9 +550,12 @@ impl Segments {
         let mut offset = state.tail_len;
         let last = written
             .last()
-            .map(|(id, _)| *id)
+            .map(|(entry, _)| entry.log_id)
             .expect("written is not empty");
-        for (log_id, len) in written {
+        let mut recent = lock(&self.recent);
+        for (entry, len) in written {
+            let log_id = entry.log_id;
+            recent.keep(entry, u64::from(len));
             state.entries.insert(
                 log_id.index,
                 Location {
@@ -563,12 +567,8 @@ impl Segments {
             );
             offset += u64::from(len);
         }
-        state.tail_len = offset;
-        let mut recent = lock(&self.recent);
-        for (entry, len) in appended {
-            recent.keep(entry, len);
-        }
         drop(recent);
+        state.tail_len = offset;
         // Under the state's lock, which every truncation holds. Nobody waits for `written` to
         // grow: no wake-up.
         let mut epoch = 0;
@@ -613,13 +613,7 @@ impl Segments {
             let recent = lock(&self.recent);
             wanted
                 .iter()
-                .map(|(location, _)| {
-                    recent
-                        .entries
-                        .get(&location.log_id.index)
-                        .filter(|entry| entry.log_id == location.log_id)
-                        .cloned()
-                })
+                .map(|(location, _)| recent.get(location.log_id))
                 .collect()
         };
         let mut entries = Vec::with_capacity(wanted.len());
@@ -772,7 +766,6 @@ mod tests {
         assert_eq!(recent.bytes, 2 * quarter);
         recent.forget_through(3);
         assert_eq!(recent.entries.keys().copied().collect::<Vec<_>>(), [4]);
-        assert_eq!(recent.lens.keys().copied().collect::<Vec<_>>(), [4]);
         assert_eq!(recent.bytes, quarter);
     }
 }

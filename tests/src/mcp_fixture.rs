@@ -10,10 +10,11 @@
 //! - `gina`, agent of globex only;
 //! - `lone`, agent of acme acting for `mallory`, a user acme does not know.
 
-use crate::TestCluster;
 use crate::flow;
 use crate::mcp_upstream::McpUpstream;
+use crate::{NodeOptions, TestCluster};
 use anyhow::Context;
+use gatehouse_fronts::mcp::McpSettings;
 use gatehouse_proto::v1 as pb;
 use gatehouse_registry::{CallState, Kind, ResourceKey};
 use gatehouse_testkit::wire::{principal, resource};
@@ -47,7 +48,16 @@ pub struct McpFixture {
 
 impl McpFixture {
     pub fn start() -> anyhow::Result<McpFixture> {
-        let cluster = TestCluster::new(&[1])?;
+        McpFixture::start_with(McpSettings::default())
+    }
+
+    /// The fixture, its node's `/mcp` front set up with `mcp`.
+    pub fn start_with(mcp: McpSettings) -> anyhow::Result<McpFixture> {
+        let options = NodeOptions {
+            mcp,
+            ..NodeOptions::default()
+        };
+        let cluster = TestCluster::with_options(&[1], options)?;
         let upstream = McpUpstream::start();
         let index = cluster.block_on(cluster.admin(1).apply(resources(&upstream.url())))?;
         cluster.wait_for_applied(1, index, SETTLE)?;

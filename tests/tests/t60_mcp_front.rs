@@ -2,6 +2,7 @@
 //! client sends) through a node's `/mcp` to an rmcp server, approvals over gRPC, and the node's
 //! audit log read back. What the upstream received is checked at the upstream.
 
+use gatehouse_fronts::mcp::McpSettings;
 use gatehouse_registry::CallState;
 use gatehouse_tests::mcp_fixture::{
     ACME, ADD, BOT, ECHO, ECHO_CONTEXT, GINA, McpFixture, SETTLE, TRANSFER,
@@ -354,5 +355,341 @@ fn raw_stateless_requests_and_rmcps_client_get_the_same_answer() -> anyhow::Resu
     let session = call(&fixture, &bot, ADD, json!({"a": 2, "b": 3}));
     assert_eq!(session.structured_content, Some(json!({"sum": 5.0})));
     assert_eq!(fixture.upstream.count_for("add"), 2);
+    Ok(())
+}
+
+/// One request of the corpus below: what it changes about a well-formed stateless `tools/call`
+/// of `demo.add`, and whether the direct path should answer it (else rmcp does).
+struct Case {
+    what: &'static str,
+    direct: bool,
+    key: Option<&'static str>,
+    body: Value,
+    /// Headers set over the well-formed ones; an empty value takes the header away, a name
+    /// starting with `+` adds a second value.
+    headers: Vec<(&'static str, String)>,
+}
+
+fn case(what: &'static str, direct: bool, tool: &str, arguments: Value) -> Case {
+    let body = RawMcp::new("http://unused", None)
+        .body("tools/call", json!({"name": tool, "arguments": arguments}));
+    Case {
+        what,
+        direct,
+        key: Some(BOT),
+        body,
+        headers: vec![("mcp-name", tool.to_owned())],
+    }
+}
+
+impl Case {
+    fn header(mut self, name: &'static str, value: &str) -> Case {
+        self.headers.retain(|(n, _)| *n != name);
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+
+    fn body(mut self, change: impl FnOnce(&mut Value)) -> Case {
+        change(&mut self.body);
+        self
+    }
+}
+
+/// Status, content type, and the body with what differs from call to call (ids, times) replaced
+/// by placeholders wherever it appears.
+fn answer_of(fixture: &McpFixture, http: &reqwest::Client, case: &Case) -> (u16, String, Value) {
+    let mut request = http
+        .post(fixture.url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call");
+    if let Some(key) = case.key {
+        request = request.bearer_auth(key);
+    }
+    let mut request = request.build().expect("a request");
+    for (name, value) in &case.headers {
+        let headers = request.headers_mut();
+        if value.is_empty() {
+            headers.remove(*name);
+        } else if let Some(again) = name.strip_prefix('+') {
+            headers.append(again, value.parse().expect("a header value"));
+        } else {
+            headers.insert(*name, value.parse().expect("a header value"));
+        }
+    }
+    *request.body_mut() = Some(serde_json::to_vec(&case.body).unwrap().into());
+    let response = fixture
+        .cluster
+        .block_on(http.execute(request))
+        .unwrap_or_else(|e| panic!("{}: {e}", case.what));
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let text = fixture.cluster.block_on(response.text()).unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, content_type, without_volatile(body))
+}
+
+/// The body with the values of call ids, trace ids, task ids and times replaced, in every string
+/// that carries them.
+fn without_volatile(body: Value) -> Value {
+    const VOLATILE: &[&str] = &[
+        "dev.gatehouse/call-id",
+        "dev.gatehouse/trace-id",
+        "call_id",
+        "taskId",
+        "createdAt",
+        "lastUpdatedAt",
+        "expires_at",
+        "expires_at_ms",
+        // A task's: when it expires, in words and as what is left of it.
+        "statusMessage",
+        "ttlMs",
+        // What the echo upstream got: the span id in it is the execution's own.
+        "traceparent",
+    ];
+    fn collect(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    if VOLATILE.contains(&key.as_str()) {
+                        match value {
+                            Value::String(s) => found.push(s.clone()),
+                            other => found.push(other.to_string()),
+                        }
+                    }
+                    collect(value, found);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect(item, found)),
+            _ => {}
+        }
+    }
+    fn replace(value: &mut Value, found: &[String]) {
+        match value {
+            Value::String(s) => {
+                for volatile in found {
+                    *s = s.replace(volatile.as_str(), "<volatile>");
+                }
+            }
+            Value::Number(n) if found.contains(&n.to_string()) => {
+                *value = Value::String("<volatile>".into());
+            }
+            Value::Object(map) => map.values_mut().for_each(|v| replace(v, found)),
+            Value::Array(items) => items.iter_mut().for_each(|v| replace(v, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    collect(&body, &mut found);
+    found.retain(|s| !s.is_empty());
+    // The longest first, so that no value is cut by a shorter one inside it.
+    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut body = body;
+    replace(&mut body, &found);
+    body
+}
+
+fn direct_calls(fixture: &McpFixture) -> u64 {
+    let url = format!("http://{}/metrics", fixture.cluster.node(1).http_addr);
+    let text = fixture
+        .cluster
+        .block_on(async { reqwest::get(&url).await?.text().await })
+        .expect("a scrape");
+    text.lines()
+        .find_map(|line| line.strip_prefix("gatehouse_mcp_direct_calls_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("gatehouse_mcp_direct_calls_total in the scrape")
+}
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// The direct path answers a stateless `tools/call` exactly as rmcp does, and leaves to rmcp
+/// every request it is not sure of: one corpus, sent to a node with the direct path and to one
+/// without, gets the same status, content type and body (ids and times aside) from both, and the
+/// direct path counts exactly the requests it should take.
+#[test]
+fn the_direct_path_answers_as_rmcp_and_leaves_it_the_rest() -> anyhow::Result<()> {
+    let direct = McpFixture::start()?;
+    let through_rmcp = McpFixture::start_with(McpSettings {
+        direct_calls: false,
+        ..McpSettings::default()
+    })?;
+    let add = || case("well formed", true, ADD, json!({"a": 2, "b": 3}));
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let corpus = vec![
+        add(),
+        add().body(|b| b["id"] = json!("a-string-id")),
+        case("skill context", true, ECHO, json!({"text": "hi"})),
+        case("unknown tool", true, "demo.nope", json!({})),
+        case("bad arguments", true, ADD, json!({"a": "two"})),
+        case(
+            "destructive, pending",
+            true,
+            TRANSFER,
+            json!({"from": "a", "to": "b", "amount": 1}),
+        ),
+        case(
+            "destructive, as a task",
+            true,
+            TRANSFER,
+            json!({"from": "a", "to": "b", "amount": 1}),
+        )
+        .body(|b| b["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = tasks),
+        case("a trace to continue", true, ECHO, json!({"text": "traced"}))
+            .header("traceparent", TRACEPARENT),
+        add().header("accept", "text/event-stream, application/json"),
+        Case {
+            what: "another tenant's agent",
+            key: Some(GINA),
+            ..add()
+        },
+        // Left to rmcp.
+        case(
+            "the gateway's own tool",
+            false,
+            "gatehouse.call_status",
+            json!({"call_id": "x"}),
+        ),
+        Case {
+            what: "no key",
+            direct: false,
+            key: None,
+            ..add()
+        },
+        Case {
+            what: "name mismatch",
+            direct: false,
+            ..add().header("mcp-name", "demo.echo")
+        },
+        Case {
+            what: "no name header",
+            direct: false,
+            ..add().header("mcp-name", "")
+        },
+        Case {
+            what: "name in base64",
+            direct: false,
+            ..add().header("mcp-name", "=?base64?ZGVtby5hZGQ=?=")
+        },
+        Case {
+            what: "name twice",
+            direct: false,
+            ..add().header("+mcp-name", ADD)
+        },
+        Case {
+            what: "a param header",
+            direct: false,
+            ..add().header("mcp-param-a", "2")
+        },
+        Case {
+            what: "an origin",
+            direct: false,
+            ..add().header("origin", "http://evil.example")
+        },
+        Case {
+            what: "another host",
+            direct: false,
+            ..add().header("host", "evil.example")
+        },
+        Case {
+            what: "json only",
+            direct: false,
+            ..add().header("accept", "application/json")
+        },
+        Case {
+            what: "weighted accept",
+            direct: false,
+            ..add().header("accept", "application/json;q=0.9, text/event-stream")
+        },
+        Case {
+            what: "text body",
+            direct: false,
+            ..add().header("content-type", "text/plain")
+        },
+        Case {
+            what: "older header",
+            direct: false,
+            ..add().header("mcp-protocol-version", "2025-11-25")
+        },
+        Case {
+            what: "method mismatch",
+            direct: false,
+            ..add().header("mcp-method", "tools/list")
+        },
+        Case {
+            what: "a session id",
+            direct: false,
+            ..add().header("mcp-session-id", "nope")
+        },
+        Case {
+            what: "no capabilities",
+            direct: false,
+            ..add().body(|b| {
+                b["params"]["_meta"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("io.modelcontextprotocol/clientCapabilities");
+            })
+        },
+        Case {
+            what: "no version in _meta",
+            direct: false,
+            ..add().body(|b| {
+                b["params"]["_meta"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("io.modelcontextprotocol/protocolVersion");
+            })
+        },
+    ];
+    let http = reqwest::Client::new();
+    for case in &corpus {
+        let taken_before = direct_calls(&direct);
+        let ours = answer_of(&direct, &http, case);
+        let taken = direct_calls(&direct) - taken_before;
+        let rmcps = answer_of(&through_rmcp, &http, case);
+        assert_eq!(
+            ours, rmcps,
+            "{}: the direct path and rmcp differ",
+            case.what
+        );
+        assert_eq!(
+            taken,
+            u64::from(case.direct),
+            "{}: direct path taken {taken} times",
+            case.what
+        );
+    }
+    assert_eq!(
+        direct_calls(&through_rmcp),
+        0,
+        "switched off, nothing is direct"
+    );
+    // The direct path continues the caller's trace, as the handler does.
+    let traced = direct
+        .upstream
+        .calls()
+        .into_iter()
+        .find(|call| call.arguments["text"] == "traced")
+        .expect("the traced echo reached the upstream");
+    let traceparent = traced.traceparent().expect("a traceparent in _meta");
+    assert!(
+        traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{traceparent}"
+    );
+    // Both upstreams saw the same calls.
+    for tool in ["add", "echo", "transfer"] {
+        assert_eq!(
+            direct.upstream.count_for(tool),
+            through_rmcp.upstream.count_for(tool),
+            "calls of {tool} that reached the upstream"
+        );
+    }
     Ok(())
 }

@@ -115,6 +115,8 @@ struct Inner {
     tenant_labels: bool,
     calls: IntCounterVec,
     latency: HistogramVec,
+    /// Stateless MCP `tools/call`s answered without rmcp's per-request service.
+    direct_mcp_calls: IntCounter,
     node: Option<NodeGauges>,
     /// One scrape at a time refreshes the gauges and encodes them.
     scrape: Mutex<()>,
@@ -190,6 +192,14 @@ impl Metrics {
                 latency_labels,
             ),
         );
+        let direct_mcp_calls = register(
+            &registry,
+            IntCounter::new(
+                "gatehouse_mcp_direct_calls_total",
+                "Stateless MCP tools/calls the /mcp front answered on its direct path, without \
+                 rmcp's per-request service (also counted in gatehouse_calls_total).",
+            ),
+        );
         let node = sources.map(|sources| NodeGauges::register(&registry, sources, tenant_labels));
         Metrics {
             inner: Arc::new(Inner {
@@ -197,6 +207,7 @@ impl Metrics {
                 tenant_labels,
                 calls,
                 latency,
+                direct_mcp_calls,
                 node,
                 scrape: Mutex::new(()),
             }),
@@ -219,6 +230,11 @@ impl Metrics {
         };
         calls.inc();
         latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one MCP call answered on the `/mcp` front's direct path.
+    pub fn count_direct_mcp_call(&self) {
+        self.inner.direct_mcp_calls.inc();
     }
 
     /// Every metric, in the text exposition format.

@@ -4,9 +4,10 @@
 //! no bigger than allowed (413), and that it is JSON-RPC at all (-32700 for bytes that are not
 //! JSON, -32600 for JSON that is not a JSON-RPC message, -32602 for a known method whose params
 //! do not fit). The caller goes into the request's extensions, where rmcp hands it to the
-//! handler inside `http::request::Parts`.
+//! handler inside `http::request::Parts`. A stateless `tools/call` the direct path takes
+//! (direct.rs) is answered here, without rmcp.
 
-use super::Front;
+use super::{Front, direct};
 use crate::jsonrpc_error::{INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, PARSE_ERROR};
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -95,8 +96,15 @@ pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next
             }
         }
     }
-    if let Err(response) = check_jsonrpc(&bytes) {
-        return *response;
+    let message = match check_jsonrpc(&bytes) {
+        Ok(message) => message,
+        Err(response) => return *response,
+    };
+    if let Some(call) = direct::take(&front.settings, &parts, message)
+        && let Some(agent) = parts.extensions.get::<Agent>()
+    {
+        front.pipeline.metrics().count_direct_mcp_call();
+        return direct::answer(&front, agent, &parts.headers, call).await;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
@@ -110,8 +118,9 @@ fn too_large(max: usize) -> Response {
         .into_response()
 }
 
-/// The spec's JSON-RPC codes for what rmcp would otherwise refuse with a bare HTTP status.
-fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
+/// The message, or the spec's JSON-RPC codes for what rmcp would otherwise refuse with a bare
+/// HTTP status.
+fn check_jsonrpc(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Response>> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| refused(Value::Null, PARSE_ERROR, format!("parse error: {e}")))?;
     let Value::Object(message) = &value else {
@@ -154,7 +163,7 @@ fn check_jsonrpc(bytes: &[u8]) -> Result<(), Box<Response>> {
                 "invalid params: they do not fit the method".into(),
             ))
         }
-        Ok(_) => Ok(()),
+        Ok(message) => Ok(message),
     }
 }
 

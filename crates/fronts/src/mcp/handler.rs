@@ -10,13 +10,14 @@ use gatehouse_audit::Kind;
 use gatehouse_gateway::pipeline::{CallInput, Envelope, ErrorCode, GatewayError};
 use gatehouse_gateway::telemetry::{self, TRACEPARENT, TraceParent};
 use gatehouse_registry::CallState;
+use http::HeaderMap;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams,
     GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
+    Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -44,75 +45,6 @@ impl Handler {
             front,
             watching: Arc::new(AtomicBool::new(false)),
         }
-    }
-
-    /// A call as far as it got: past a short wait for approval when configured, and past its
-    /// execution when nobody needs to approve it.
-    async fn follow(&self, agent: &Agent, envelope: Envelope) -> Envelope {
-        let pipeline = &self.front.pipeline;
-        let mut envelope = envelope;
-        let wait = self.front.settings.approval_wait;
-        if envelope.state == CallState::Pending && !wait.is_zero() {
-            envelope = pipeline
-                .wait(&agent.caller, &envelope.call_id, wait)
-                .await
-                .unwrap_or(envelope);
-        }
-        if matches!(envelope.state, CallState::Approved | CallState::Executing) {
-            envelope = pipeline
-                .wait(&agent.caller, &envelope.call_id, EXECUTION_WAIT)
-                .await
-                .unwrap_or(envelope);
-        }
-        envelope
-    }
-
-    async fn call_upstream(
-        &self,
-        agent: &Agent,
-        request: CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
-        tasks_declared: bool,
-    ) -> CallToolResponse {
-        let meta = &context.meta;
-        let Some(tenant) = agent.tenant.clone() else {
-            let error = GatewayError::new(
-                ErrorCode::UnknownTool,
-                format!("unknown tool {}", request.name),
-                "you are an agent of no tenant: only the gatehouse.* tools are yours",
-            );
-            return render::error_result(&error, None).into();
-        };
-        let idempotency_key = request
-            .meta
-            .as_ref()
-            .and_then(|m| m.get(META_IDEMPOTENCY_KEY))
-            .or_else(|| meta.get(META_IDEMPOTENCY_KEY))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let trace_parent = trace_parent(&request, context);
-        let input = CallInput {
-            tenant,
-            tool: request.name.to_string(),
-            arguments: Value::Object(request.arguments.unwrap_or_default()),
-            idempotency_key,
-            a2a_peer: None,
-            context_id: None,
-            requested_mode: None,
-            trace_parent,
-        };
-        let envelope = match self.front.pipeline.call(&agent.caller, input).await {
-            Ok(envelope) => envelope,
-            Err(error) => return render::error_result(&error, None).into(),
-        };
-        if tasks_declared && !settled(envelope.state) {
-            let task = tasks::seed(&self.front, &envelope);
-            return CallToolResponse::Task(
-                CreateTaskResult::new(task).with_meta(render::envelope_meta(&envelope)),
-            );
-        }
-        let envelope = self.follow(agent, envelope).await;
-        render::settled(&envelope).into()
     }
 
     async fn call_status(&self, agent: &Agent, arguments: &Value) -> CallToolResult {
@@ -212,8 +144,80 @@ impl Handler {
 }
 
 /// Final, or stuck where only an approver can help: nothing more to wait for.
-fn settled(state: CallState) -> bool {
+pub(super) fn settled(state: CallState) -> bool {
     state.is_finished() || state == CallState::OutcomeUnknown
+}
+
+/// A call as far as it got: past a short wait for approval when configured, and past its
+/// execution when nobody needs to approve it.
+async fn follow(front: &Front, agent: &Agent, envelope: Envelope) -> Envelope {
+    let pipeline = &front.pipeline;
+    let mut envelope = envelope;
+    let wait = front.settings.approval_wait;
+    if envelope.state == CallState::Pending && !wait.is_zero() {
+        envelope = pipeline
+            .wait(&agent.caller, &envelope.call_id, wait)
+            .await
+            .unwrap_or(envelope);
+    }
+    if matches!(envelope.state, CallState::Approved | CallState::Executing) {
+        envelope = pipeline
+            .wait(&agent.caller, &envelope.call_id, EXECUTION_WAIT)
+            .await
+            .unwrap_or(envelope);
+    }
+    envelope
+}
+
+/// A `tools/call` of one of the tenant's tools, through the pipeline. `meta` is the request's
+/// `_meta` (rmcp hands it over beside `request.meta`), `headers` the HTTP request's. The rmcp
+/// handler and the direct path (direct.rs) both answer through this.
+pub(super) async fn call_upstream(
+    front: &Arc<Front>,
+    agent: &Agent,
+    request: CallToolRequestParams,
+    meta: &RequestMetaObject,
+    headers: Option<&HeaderMap>,
+    tasks_declared: bool,
+) -> CallToolResponse {
+    let Some(tenant) = agent.tenant.clone() else {
+        let error = GatewayError::new(
+            ErrorCode::UnknownTool,
+            format!("unknown tool {}", request.name),
+            "you are an agent of no tenant: only the gatehouse.* tools are yours",
+        );
+        return render::error_result(&error, None).into();
+    };
+    let idempotency_key = request
+        .meta
+        .as_ref()
+        .and_then(|m| m.get(META_IDEMPOTENCY_KEY))
+        .or_else(|| meta.get(META_IDEMPOTENCY_KEY))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let trace_parent = trace_parent(&request, meta, headers);
+    let input = CallInput {
+        tenant,
+        tool: request.name.to_string(),
+        arguments: Value::Object(request.arguments.unwrap_or_default()),
+        idempotency_key,
+        a2a_peer: None,
+        context_id: None,
+        requested_mode: None,
+        trace_parent,
+    };
+    let envelope = match front.pipeline.call(&agent.caller, input).await {
+        Ok(envelope) => envelope,
+        Err(error) => return render::error_result(&error, None).into(),
+    };
+    if tasks_declared && !settled(envelope.state) {
+        let task = tasks::seed(front, &envelope);
+        return CallToolResponse::Task(
+            CreateTaskResult::new(task).with_meta(render::envelope_meta(&envelope)),
+        );
+    }
+    let envelope = follow(front, agent, envelope).await;
+    render::settled(&envelope).into()
 }
 
 /// The trace context a `tools/call` continues: its `_meta.traceparent` when that is valid (it
@@ -221,18 +225,17 @@ fn settled(state: CallState) -> bool {
 /// the HTTP request's `traceparent` header. An invalid value is ignored.
 fn trace_parent(
     request: &CallToolRequestParams,
-    context: &RequestContext<RoleServer>,
+    meta: &RequestMetaObject,
+    headers: Option<&HeaderMap>,
 ) -> Option<TraceParent> {
     let from_meta = request
         .meta
         .as_ref()
         .and_then(|m| m.get(TRACEPARENT))
-        .or_else(|| context.meta.get(TRACEPARENT))
+        .or_else(|| meta.get(TRACEPARENT))
         .and_then(Value::as_str);
-    let from_header = context
-        .extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.headers.get(TRACEPARENT))
+    let from_header = headers
+        .and_then(|headers| headers.get(TRACEPARENT))
         .map(|value| value.as_bytes());
     telemetry::meta_over_header(from_meta, from_header)
 }
@@ -302,9 +305,21 @@ impl ServerHandler for Handler {
                 let arguments = Value::Object(request.arguments.unwrap_or_default());
                 Ok(self.load_toolset(&agent, &arguments).await.into())
             }
-            _ => Ok(self
-                .call_upstream(&agent, request, &context, tasks_declared)
-                .await),
+            _ => {
+                let headers = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .map(|parts| &parts.headers);
+                Ok(call_upstream(
+                    &self.front,
+                    &agent,
+                    request,
+                    &context.meta,
+                    headers,
+                    tasks_declared,
+                )
+                .await)
+            }
         }
     }
 

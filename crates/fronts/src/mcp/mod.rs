@@ -4,9 +4,13 @@
 //! A request passes the guard (credential, tenant, body size, JSON-RPC shape), then rmcp (Host
 //! and Origin checks, sessions, protocol versions), then the `Handler` (handler.rs), which turns
 //! MCP requests into calls of the shared [`Pipeline`] and its envelopes back into MCP results.
+//! A stateless `tools/call` that rmcp would pass to the handler as it is goes the direct path
+//! instead (direct.rs): answered by the guard through the same handler code, without rmcp's
+//! per-request service.
 //! Nothing here decides whether a call may run: that is the pipeline's and the registry's.
 
 mod catalog;
+mod direct;
 mod guard;
 mod guide;
 mod handler;

@@ -12,6 +12,9 @@ pub struct McpSettings {
     pub allowed_origins: Vec<String>,
     /// Accepted `Host` values; `*` accepts any.
     pub allowed_hosts: Vec<String>,
+    /// Answer stateless 2026-07-28 `tools/call`s without rmcp's per-request service (direct.rs);
+    /// off, every request goes through rmcp.
+    pub direct_calls: bool,
 }
 
 impl Default for McpSettings {
@@ -21,6 +24,7 @@ impl Default for McpSettings {
             approval_wait: Duration::ZERO,
             allowed_origins: Vec::new(),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            direct_calls: true,
         }
     }
 }

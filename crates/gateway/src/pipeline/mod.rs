@@ -126,6 +126,11 @@ impl Pipeline {
         self
     }
 
+    /// The metrics registry calls are counted in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// This node's audit log.
     pub fn audit_log(&self) -> &AuditLog {
         &self.audit

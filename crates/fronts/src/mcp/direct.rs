@@ -1,0 +1,228 @@
+//! Stateless `tools/call`s answered straight from the `/mcp` route. rmcp serves every stateless
+//! request by building a service for it, spawning that service's tasks and passing the message
+//! through a one-shot transport; for the request agents send most, a `tools/call` of MCP
+//! 2026-07-28, that machinery cost more than the call's own work.
+//!
+//! The direct path takes only requests rmcp would accept and hand to the handler's `tools/call`
+//! as they are, runs them through the same code (`handler::call_upstream`) and writes the same
+//! JSON-RPC response. Whatever it is not sure of goes to rmcp, which answers it as before: a
+//! session id, an `Origin`, an `Accept` with parameters, a header given twice, an `Mcp-Name` in
+//! base64, any `Mcp-Param-*`, another revision, incomplete request metadata, the gateway's own
+//! tools. `tests/tests/t60_mcp_front.rs` sends one corpus both ways and compares the answers.
+
+use super::Front;
+use super::guard::Agent;
+use super::handler::call_upstream;
+use super::settings::McpSettings;
+use super::tools::is_gateway_tool;
+use axum::http::request::Parts;
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    ServerResult,
+};
+use std::sync::Arc;
+
+/// The one revision the direct path answers.
+const REVISION: ProtocolVersion = ProtocolVersion::V_2026_07_28;
+
+/// A `tools/call` the direct path answers: its id, and the request (`ClientRequest::CallToolRequest`).
+pub struct DirectCall {
+    id: RequestId,
+    request: ClientRequest,
+}
+
+/// `message` as a call the direct path answers, when it and the request's headers are what
+/// rmcp would accept and hand to the handler unchanged.
+pub fn take(
+    settings: &McpSettings,
+    parts: &Parts,
+    message: ClientJsonRpcMessage,
+) -> Option<DirectCall> {
+    if !settings.direct_calls || !headers_fit(settings, &parts.headers) {
+        return None;
+    }
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let ClientRequest::CallToolRequest(call) = &request.request else {
+        return None;
+    };
+    let name = call.params.name.as_ref();
+    let meta = request.request.get_meta();
+    let fits = !is_gateway_tool(name)
+        && only(&parts.headers, "mcp-name") == Some(name)
+        && !name.starts_with("=?")
+        && meta.protocol_version() == Some(REVISION)
+        && meta.missing_required_keys(&REVISION).is_empty();
+    fits.then_some(DirectCall {
+        id: request.id,
+        request: request.request,
+    })
+}
+
+/// Answers `call` as rmcp would: one JSON-RPC response, as `application/json`.
+pub async fn answer(
+    front: &Arc<Front>,
+    agent: &Agent,
+    headers: &HeaderMap,
+    call: DirectCall,
+) -> Response {
+    let DirectCall { id, mut request } = call;
+    // As rmcp's service does: the request's `_meta` becomes the handler's context.
+    let meta = std::mem::take(request.get_meta_mut());
+    let ClientRequest::CallToolRequest(call) = request else {
+        unreachable!("take() keeps only tools/call");
+    };
+    let tasks_declared = meta
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.supports_tasks());
+    let response = call_upstream(
+        front,
+        agent,
+        call.params,
+        &meta,
+        Some(headers),
+        tasks_declared,
+    )
+    .await;
+    let message = ServerJsonRpcMessage::response(ServerResult::from(response), id);
+    match serde_json::to_vec(&message) {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("serializing the answer: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// The headers of a stateless 2026-07-28 `tools/call` that rmcp accepts, each given once.
+fn headers_fit(settings: &McpSettings, headers: &HeaderMap) -> bool {
+    !headers.contains_key("mcp-session-id")
+        && !headers.contains_key(header::ORIGIN)
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"))
+        && only(headers, "mcp-protocol-version") == Some(REVISION.as_str())
+        && only(headers, "mcp-method") == Some("tools/call")
+        && only(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
+        && only(headers, header::ACCEPT.as_str()).is_some_and(accepts_json_and_events)
+        && only(headers, header::HOST.as_str()).is_some_and(|host| host_allowed(settings, host))
+}
+
+/// The header's value, when it is given exactly once and is visible ASCII.
+fn only<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split_once(';')
+        .map_or(content_type, |(essence, _)| essence);
+    essence.trim().eq_ignore_ascii_case("application/json")
+}
+
+/// Both media types named, with no parameters anywhere (a weight, say, is rmcp's to read).
+fn accepts_json_and_events(accept: &str) -> bool {
+    if accept.contains(';') || accept.contains('"') {
+        return false;
+    }
+    let named = |wanted: &str| {
+        accept
+            .split(',')
+            .any(|entry| entry.trim().eq_ignore_ascii_case(wanted))
+    };
+    named("application/json") && named("text/event-stream")
+}
+
+/// rmcp's rule: any host when the list is empty or disabled (`*`), else a listed host, on the
+/// listed port when the entry names one.
+fn host_allowed(settings: &McpSettings, host: &str) -> bool {
+    let allowed = &settings.allowed_hosts;
+    if allowed.is_empty() || allowed.iter().any(|entry| entry == "*") {
+        return true;
+    }
+    let Ok(host) = Authority::try_from(host) else {
+        return false;
+    };
+    let (name, port) = (normalized(host.host()), host.port_u16());
+    allowed.iter().any(|entry| {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return false;
+        }
+        let (entry_name, entry_port) = match Authority::try_from(entry) {
+            Ok(authority) => (normalized(authority.host()), authority.port_u16()),
+            Err(_) => (normalized(entry), None),
+        };
+        entry_name == name && entry_port.is_none_or(|p| port == Some(p))
+    })
+}
+
+fn normalized(host: &str) -> String {
+    host.trim_matches('[')
+        .trim_matches(']')
+        .to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(hosts: &[&str]) -> McpSettings {
+        McpSettings {
+            allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            ..McpSettings::default()
+        }
+    }
+
+    #[test]
+    fn hosts_are_matched_as_rmcp_matches_them() {
+        let default = McpSettings::default();
+        assert!(host_allowed(&default, "127.0.0.1:8080"));
+        assert!(host_allowed(&default, "LOCALHOST"));
+        assert!(host_allowed(&default, "[::1]:80"));
+        assert!(!host_allowed(&default, "evil.example:8080"));
+        assert!(!host_allowed(&default, "localhost.evil.example"));
+        assert!(!host_allowed(&default, "bad host"));
+        let pinned = settings(&["gate.example:443"]);
+        assert!(host_allowed(&pinned, "gate.example:443"));
+        assert!(!host_allowed(&pinned, "gate.example:8443"));
+        assert!(!host_allowed(&pinned, "gate.example"));
+        assert!(host_allowed(&settings(&["*"]), "anything.example"));
+        assert!(host_allowed(&settings(&[]), "anything.example"));
+    }
+
+    #[test]
+    fn only_plain_accept_and_content_types_are_taken() {
+        assert!(accepts_json_and_events(
+            "application/json, text/event-stream"
+        ));
+        assert!(accepts_json_and_events(
+            "Text/Event-Stream,application/JSON"
+        ));
+        assert!(!accepts_json_and_events("application/json"));
+        assert!(!accepts_json_and_events(
+            "application/json;q=0, text/event-stream"
+        ));
+        assert!(!accepts_json_and_events("*/*"));
+        assert!(is_json("application/json; charset=utf-8"));
+        assert!(!is_json("application/jsonx"));
+        assert!(!is_json("text/plain"));
+    }
+}

@@ -121,6 +121,18 @@ fn too_large(max: usize) -> Response {
 /// The message, or the spec's JSON-RPC codes for what rmcp would otherwise refuse with a bare
 /// HTTP status.
 fn check_jsonrpc(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Response>> {
+    // Most messages are well formed: an object, read once as rmcp's type (which would also
+    // take an array for a message). Whatever that refuses, or takes for a method of its own, is
+    // read again to tell the caller what is wrong.
+    if bytes.trim_ascii_start().starts_with(b"{") {
+        match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+            Ok(ClientJsonRpcMessage::Request(request))
+                if matches!(&request.request, ClientRequest::CustomRequest(c)
+                    if MCP_METHODS.contains(&c.method.as_str())) => {}
+            Ok(message) => return Ok(message),
+            Err(_) => {}
+        }
+    }
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| refused(Value::Null, PARSE_ERROR, format!("parse error: {e}")))?;
     let Value::Object(message) = &value else {

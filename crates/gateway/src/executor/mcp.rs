@@ -4,20 +4,35 @@
 //! calls reuse keep-alive connections instead of opening one each. A call is `tools/call` with
 //! the tool's own name, the arguments, and in `_meta` the skill context, the idempotency key and
 //! the trace context.
+//!
+//! rmcp opens the session (the handshake, the version) and keeps it. A call on a session of a
+//! revision before 2026-07-28 is posted by the calling task itself, with the headers rmcp's
+//! worker would send (`Mcp-Session-Id` if the upstream gave one, `MCP-Protocol-Version`), and
+//! its answer read from the response: rmcp's client would pass it through its service task and
+//! transport worker, four hand-offs between tasks per call. A 2026-07-28 session's calls go
+//! through rmcp.
 
 use super::resilience::Attempt;
+use futures::StreamExt;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};
 use gatehouse_registry::redact;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, ClientConfig, JsonObject, MetaObject, RequestMetaObject, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientJsonRpcMessage,
+    ClientRequest, ErrorData, JsonObject, MetaObject, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerResult, Tool,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse,
+};
 use serde_json::Value;
+use sse_stream::Sse;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// The `_meta` key of the resolved skill context.
@@ -32,7 +47,24 @@ struct Open {
     url: String,
     bearer: Option<String>,
     session: Session,
+    /// How its calls are posted without rmcp's worker, when they can be.
+    direct: Option<Direct>,
 }
+
+/// What a call posted by the calling task carries besides its body.
+struct Direct {
+    url: Arc<str>,
+    /// None for an upstream that keeps no sessions.
+    session_id: Option<Arc<str>>,
+    /// `MCP-Protocol-Version`: the revision the handshake settled on.
+    headers: HashMap<HeaderName, HeaderValue>,
+    /// Ids of the calls posted directly; strings, apart from the numbers rmcp's own requests on
+    /// the session take.
+    next_id: AtomicU64,
+}
+
+type HeaderName = http::HeaderName;
+type HeaderValue = http::HeaderValue;
 
 /// One upstream's session, if open; locked while one is being opened.
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<Open>>>>;
@@ -91,11 +123,17 @@ impl Sessions {
         {
             return Ok(open.clone());
         }
-        let session = connect(&self.http, url, bearer, timeout).await?;
+        let recording = Recording {
+            http: self.http.clone(),
+            session_id: Arc::default(),
+        };
+        let session = connect(&recording, url, bearer, timeout).await?;
+        let direct = direct(&session, recording.session_id.get().cloned(), url);
         let open = Arc::new(Open {
             url: url.to_owned(),
             bearer: bearer.map(str::to_owned),
             session,
+            direct,
         });
         *slot = Some(open.clone());
         Ok(open)
@@ -118,9 +156,98 @@ impl Sessions {
     }
 }
 
+/// How the calls of `session` are posted directly: when the handshake settled on a revision before
+/// 2026-07-28, whose requests carry no `Mcp-Method`/`Mcp-Name` headers; with the session id the
+/// upstream gave, if it keeps sessions.
+fn direct(session: &Session, session_id: Option<Arc<str>>, url: &str) -> Option<Direct> {
+    let version = session.peer_info()?.protocol_version.clone();
+    if version >= ProtocolVersion::STANDARD_HEADERS {
+        return None;
+    }
+    let value = HeaderValue::from_str(version.as_str()).ok()?;
+    Some(Direct {
+        url: url.into(),
+        session_id,
+        headers: HashMap::from([(HeaderName::from_static("mcp-protocol-version"), value)]),
+        next_id: AtomicU64::new(1),
+    })
+}
+
+/// The pooled client, remembering the session id the upstream gives the handshake. Events are
+/// bounded by reqwest's client as by rmcp's transport with its default settings, which sessions
+/// use.
+#[derive(Clone)]
+struct Recording {
+    http: a2a_reqwest::Client,
+    session_id: Arc<OnceLock<Arc<str>>>,
+}
+
+impl StreamableHttpClient for Recording {
+    type Error = a2a_reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let posted = self
+            .http
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.remember(&posted);
+        posted
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.http
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<
+        futures::stream::BoxStream<'static, Result<Sse, SseError>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.http
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+}
+
+impl Recording {
+    fn remember(
+        &self,
+        posted: &Result<StreamableHttpPostResponse, StreamableHttpError<a2a_reqwest::Error>>,
+    ) {
+        if let Ok(
+            StreamableHttpPostResponse::Json(_, Some(id))
+            | StreamableHttpPostResponse::Sse(_, Some(id)),
+        ) = posted
+        {
+            let _ = self.session_id.set(id.as_str().into());
+        }
+    }
+}
+
 /// Opens a client session with the upstream over `http`; the credential goes as a bearer token.
-pub(crate) async fn connect(
-    http: &a2a_reqwest::Client,
+pub(crate) async fn connect<C: StreamableHttpClient>(
+    http: &C,
     url: &str,
     bearer: Option<&str>,
     timeout: Duration,
@@ -213,7 +340,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
             });
         }
     };
-    let open = match sessions.get(key, url, bearer, timeout).await {
+    let mut open = match sessions.get(key, url, bearer, timeout).await {
         Ok(open) => open,
         Err(e) => return Attempt::transient(Err(e)),
     };
@@ -221,9 +348,21 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
     params.meta = Some(meta(execution, traceparent));
     let shown = redact::url(url);
     tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "calling mcp upstream");
-    let called = tokio::time::timeout(timeout, open.session.call_tool(params)).await;
+    let mut called =
+        tokio::time::timeout(timeout, call_tool(&sessions.http, &open, bearer, &params)).await;
+    if matches!(called, Ok(Called::Expired)) {
+        // The upstream forgot the session and did not take the call: once more on a new one,
+        // as rmcp's own client does.
+        sessions.drop_failed(key, &open).await;
+        open = match sessions.get(key, url, bearer, timeout).await {
+            Ok(open) => open,
+            Err(e) => return Attempt::transient(Err(e)),
+        };
+        called =
+            tokio::time::timeout(timeout, call_tool(&sessions.http, &open, bearer, &params)).await;
+    }
     let error = match called {
-        Ok(Ok(result)) => {
+        Ok(Called::Answered(result)) => {
             let is_error = result.is_error == Some(true);
             return match serde_json::to_string(&result) {
                 Ok(result_json) => Attempt::answered(ToolOutput {
@@ -235,7 +374,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
                 }),
             };
         }
-        Ok(Err(ServiceError::McpError(e))) => {
+        Ok(Called::Refused(e)) => {
             // The session works; the upstream refused this request.
             return Attempt::answered_error(ExecError {
                 message: redact::text(&format!(
@@ -244,9 +383,99 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
                 )),
             });
         }
-        Ok(Err(e)) => redact::text(&format!("calling {shown}: {e}")),
+        Ok(Called::Failed(e)) => redact::text(&format!("calling {shown}: {e}")),
+        Ok(Called::Expired) => format!("{shown} forgot the session opened for the call"),
         Err(_) => format!("{shown} did not answer within {timeout:?}"),
     };
     sessions.drop_failed(key, &open).await;
     Attempt::transient(Err(ExecError { message: error }))
+}
+
+/// What came of one `tools/call` on a session.
+enum Called {
+    Answered(CallToolResult),
+    /// The upstream answered with a JSON-RPC error.
+    Refused(ErrorData),
+    /// No answer: the session or the connection failed.
+    Failed(String),
+    /// The upstream no longer knows the session (404), so it did not take the call.
+    Expired,
+}
+
+/// One `tools/call` on `open`: posted by this task when the session allows it, else through
+/// rmcp's session.
+async fn call_tool(
+    http: &a2a_reqwest::Client,
+    open: &Open,
+    bearer: Option<&str>,
+    params: &CallToolRequestParams,
+) -> Called {
+    let Some(direct) = &open.direct else {
+        return match open.session.call_tool(params.clone()).await {
+            Ok(result) => Called::Answered(result),
+            Err(ServiceError::McpError(e)) => Called::Refused(e),
+            Err(e) => Called::Failed(e.to_string()),
+        };
+    };
+    let n = direct.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = RequestId::String(format!("gatehouse-{n}").into());
+    let message = ClientJsonRpcMessage::request(
+        ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
+        id.clone(),
+    );
+    // reqwest's client bounds each event as rmcp's transport does by default (16 MiB).
+    let posted = http
+        .post_message(
+            direct.url.clone(),
+            message,
+            direct.session_id.clone(),
+            bearer.map(str::to_owned),
+            direct.headers.clone(),
+        )
+        .await;
+    match posted {
+        Ok(StreamableHttpPostResponse::Json(message, _)) => answer_to(&id, message)
+            .unwrap_or_else(|| Called::Failed("the upstream answered another request".into())),
+        Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {
+            while let Some(event) = events.next().await {
+                let data = match event {
+                    Ok(event) => event.data,
+                    Err(e) => return Called::Failed(format!("reading the upstream's stream: {e}")),
+                };
+                let Some(message) = data
+                    .as_deref()
+                    .and_then(|data| serde_json::from_str::<ServerJsonRpcMessage>(data).ok())
+                else {
+                    continue;
+                };
+                // Notifications (progress, logs) and requests of the server are not this call's
+                // answer; nobody here answers a request the server makes.
+                if let Some(called) = answer_to(&id, message) {
+                    return called;
+                }
+            }
+            Called::Failed("the upstream's stream ended without an answer".into())
+        }
+        Ok(_) => Called::Failed("the upstream accepted the call without answering it".into()),
+        Err(StreamableHttpError::SessionExpired) => Called::Expired,
+        Err(e) => Called::Failed(e.to_string()),
+    }
+}
+
+/// `message` as the answer to the request `id`; `None` when it answers nothing of it.
+fn answer_to(id: &RequestId, message: ServerJsonRpcMessage) -> Option<Called> {
+    match message {
+        ServerJsonRpcMessage::Response(response) if response.id == *id => {
+            Some(match response.result {
+                ServerResult::CallToolResult(result) => Called::Answered(result),
+                _ => Called::Failed(
+                    "the upstream answered tools/call with another kind of result".into(),
+                ),
+            })
+        }
+        ServerJsonRpcMessage::Error(error) if error.id.as_ref() == Some(id) => {
+            Some(Called::Refused(error.error))
+        }
+        _ => None,
+    }
 }

@@ -26,6 +26,15 @@ pub(crate) struct Upstream {
     pub lists: Arc<AtomicUsize>,
     /// TCP connections accepted.
     pub connections: Arc<AtomicUsize>,
+    /// The server's sessions, which a test may make it forget.
+    pub sessions: Arc<LocalSessionManager>,
+}
+
+impl Upstream {
+    /// Forgets every session, as a restarted server would.
+    pub async fn forget_sessions(&self) {
+        self.sessions.sessions.write().await.clear();
+    }
 }
 
 #[derive(Clone)]
@@ -71,6 +80,7 @@ impl ServerHandler for Handler {
             // Answers with what came besides the arguments.
             "whoami" => CallToolResult::structured(json!({
                 "meta": serde_json::to_value(&context.meta).unwrap(),
+                "id": context.id.to_string(),
                 "arguments": request.arguments,
                 "authorization": header,
             })),
@@ -85,9 +95,10 @@ impl ServerHandler for Handler {
 /// Serves `upstream` on a fresh port; its MCP endpoint is `http://{addr}/mcp`.
 pub(crate) async fn serve(upstream: Upstream) -> SocketAddr {
     let connections = upstream.connections.clone();
+    let sessions = upstream.sessions.clone();
     let service: StreamableHttpService<Handler, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(Handler(upstream.clone())),
-        Default::default(),
+        sessions,
         StreamableHttpServerConfig::default().with_sse_keep_alive(None),
     );
     let router = axum::Router::new().nest_service("/mcp", service);

@@ -82,6 +82,39 @@ async fn mcp_calls_reuse_kept_alive_connections() {
 }
 
 #[tokio::test]
+async fn mcp_calls_are_posted_directly_and_survive_a_forgotten_session() {
+    let upstream = test_mcp::Upstream::default();
+    let addr = test_mcp::serve(upstream.clone()).await;
+    let executor = node_executor(registry(&mcp_upstream(addr, "trusted: true")));
+    let whoami = async || {
+        let out = executor
+            .execute(execution("acme", "kb.whoami", json!({})))
+            .await
+            .unwrap();
+        assert!(!out.is_error);
+        result(&out)["structuredContent"]["id"].clone()
+    };
+    // The call's own id, not one of rmcp's numbered requests: posted by the executor itself.
+    let id = whoami().await;
+    assert!(
+        id.as_str().is_some_and(|id| id.starts_with("gatehouse-")),
+        "{id}"
+    );
+    assert_eq!(upstream.sessions.sessions.read().await.len(), 1);
+
+    // The upstream forgets the session, as a restarted one would: the next call still succeeds, on a new
+    // session.
+    upstream.forget_sessions().await;
+    let id = whoami().await;
+    assert!(
+        id.as_str().is_some_and(|id| id.starts_with("gatehouse-")),
+        "{id}"
+    );
+    assert_eq!(upstream.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(upstream.sessions.sessions.read().await.len(), 1);
+}
+
+#[tokio::test]
 async fn an_mcp_upstream_redirect_is_not_followed() {
     // The upstream answers every request with a 307 elsewhere on its own origin (where rmcp's
     // own client would follow, credential and all); the gateway goes nowhere but the declared

@@ -20,18 +20,19 @@ use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion, RequestId, ServerJsonRpcMessage,
-    ServerResult,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion,
+    RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use std::sync::Arc;
 
 /// The one revision the direct path answers.
 const REVISION: ProtocolVersion = ProtocolVersion::V_2026_07_28;
 
-/// A `tools/call` the direct path answers: its id, and the request (`ClientRequest::CallToolRequest`).
+/// A `tools/call` the direct path answers: its id, its params, and its `_meta`.
 pub struct DirectCall {
     id: RequestId,
-    request: ClientRequest,
+    params: CallToolRequestParams,
+    meta: RequestMetaObject,
 }
 
 /// `message` as a call the direct path answers, when it and the request's headers are what
@@ -57,9 +58,19 @@ pub fn take(
         && !name.starts_with("=?")
         && meta.protocol_version() == Some(REVISION)
         && meta.missing_required_keys(&REVISION).is_empty();
-    fits.then_some(DirectCall {
+    if !fits {
+        return None;
+    }
+    let mut call = request.request;
+    // As rmcp's service does: the request's `_meta` becomes the handler's context.
+    let meta = std::mem::take(call.get_meta_mut());
+    let ClientRequest::CallToolRequest(call) = call else {
+        return None;
+    };
+    Some(DirectCall {
         id: request.id,
-        request: request.request,
+        params: call.params,
+        meta,
     })
 }
 
@@ -70,24 +81,11 @@ pub async fn answer(
     headers: &HeaderMap,
     call: DirectCall,
 ) -> Response {
-    let DirectCall { id, mut request } = call;
-    // As rmcp's service does: the request's `_meta` becomes the handler's context.
-    let meta = std::mem::take(request.get_meta_mut());
-    let ClientRequest::CallToolRequest(call) = request else {
-        unreachable!("take() keeps only tools/call");
-    };
+    let DirectCall { id, params, meta } = call;
     let tasks_declared = meta
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks());
-    let response = call_upstream(
-        front,
-        agent,
-        call.params,
-        &meta,
-        Some(headers),
-        tasks_declared,
-    )
-    .await;
+    let response = call_upstream(front, agent, params, &meta, Some(headers), tasks_declared).await;
     let message = ServerJsonRpcMessage::response(ServerResult::from(response), id);
     match serde_json::to_vec(&message) {
         Ok(body) => (

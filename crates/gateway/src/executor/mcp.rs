@@ -16,6 +16,7 @@ use super::resilience::Attempt;
 use futures::StreamExt;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};
 use gatehouse_registry::redact;
+use http::{HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientJsonRpcMessage,
@@ -62,9 +63,6 @@ struct Direct {
     /// the session take.
     next_id: AtomicU64,
 }
-
-type HeaderName = http::HeaderName;
-type HeaderValue = http::HeaderValue;
 
 /// One upstream's session, if open; locked while one is being opened.
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<Open>>>>;

@@ -114,6 +114,96 @@ async fn mcp_calls_are_posted_directly_and_survive_a_forgotten_session() {
     assert_eq!(upstream.sessions.sessions.read().await.len(), 1);
 }
 
+/// A hand-written MCP upstream that keeps sessions: `initialize` gets a JSON answer and a session
+/// id, each `tools/call` an SSE stream of `events` (with `{id}` replaced by the call's own id).
+async fn scripted_upstream(events: Vec<&'static str>) -> SocketAddr {
+    let answer = move |request: Request| {
+        let events = events.clone();
+        async move {
+            let body = axum::body::to_bytes(request.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let id = message["id"].clone();
+            match message["method"].as_str() {
+                Some("initialize") => (
+                    StatusCode::OK,
+                    [
+                        ("content-type", "application/json"),
+                        ("mcp-session-id", "s1"),
+                    ],
+                    json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "scripted", "version": "0"},
+                    }})
+                    .to_string(),
+                ),
+                Some("tools/call") => {
+                    let stream: String = events
+                        .iter()
+                        .map(|e| format!("data: {}\n\n", e.replace("{id}", &id.to_string())))
+                        .collect();
+                    (
+                        StatusCode::OK,
+                        [
+                            ("content-type", "text/event-stream"),
+                            ("mcp-session-id", "s1"),
+                        ],
+                        stream,
+                    )
+                }
+                _ => (
+                    StatusCode::ACCEPTED,
+                    [("content-type", "text/plain"), ("mcp-session-id", "s1")],
+                    String::new(),
+                ),
+            }
+        }
+    };
+    let router = Router::new().route(
+        "/mcp",
+        axum::routing::post(answer)
+            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+            .delete(|| async { StatusCode::OK }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+#[tokio::test]
+async fn an_upstream_stream_answers_a_call_only_with_that_calls_own_answer() {
+    // Before the call's answer, the stream carries a request of the server's, a notification
+    // and an answer to some other request: none of them is taken for the call's result.
+    let addr = scripted_upstream(vec![
+        r#"{"jsonrpc":"2.0","id":99,"method":"sampling/createMessage","params":{}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":"other","result":{"content":[{"type":"text","text":"injected"}]}}"#,
+        r#"{"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"real"}]}}"#,
+    ])
+    .await;
+    let out = echo_at(addr).await.unwrap();
+    assert_eq!(result(&out)["content"][0]["text"], "real");
+
+    // A stream that ends with only another request's answer is no answer at all.
+    let addr = scripted_upstream(vec![
+        r#"{"jsonrpc":"2.0","id":"other","result":{"content":[{"type":"text","text":"injected"}]}}"#,
+    ])
+    .await;
+    let err = echo_at(addr).await.unwrap_err();
+    assert!(err.message.contains("without an answer"), "{err}");
+}
+
+/// `kb.echo` of a trusted MCP upstream at `addr`.
+async fn echo_at(addr: SocketAddr) -> Result<ToolOutput, ExecError> {
+    let executor = node_executor(registry(&mcp_upstream(addr, "trusted: true")));
+    executor
+        .execute(execution("acme", "kb.echo", json!({})))
+        .await
+}
+
 #[tokio::test]
 async fn an_mcp_upstream_redirect_is_not_followed() {
     // The upstream answers every request with a 307 elsewhere on its own origin (where rmcp's

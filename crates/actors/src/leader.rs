@@ -6,7 +6,7 @@ use crate::context::NodeContext;
 use crate::placement::{TenantView, next_step};
 use gatehouse_registry::Command;
 use gatehouse_registry::call::{CallState, NodeId};
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -89,31 +89,32 @@ fn voter_view(context: &NodeContext, settled: bool) -> VoterView {
 
 /// The next step for every tenant that may need one: unplaced tenants, tenants with unfinished
 /// calls or a move under way, and every tenant when the voters or their reachability changed.
+/// While they stay as they were, a tenant placed at its rightful home is not looked at, so a
+/// review costs what is unsettled, not what the registry holds.
 fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Vec<Command> {
     let registry = context.registry.read();
     let mut busy: HashSet<&str> = HashSet::new();
-    let mut working: HashSet<&str> = HashSet::new();
+    let mut look: BTreeSet<&str> = registry.unsettled_tenants().collect();
     for call in registry.unfinished_calls() {
         let tenant = call.spec.tenant.as_str();
-        working.insert(tenant);
+        // A tenant with unfinished calls cannot be deleted; the check keeps a step from
+        // naming one that is not there whatever the calls say.
+        if registry.tenant_exists(tenant) {
+            look.insert(tenant);
+        }
         let current = registry.placement(tenant).map(|p| p.epoch);
         if call.state == CallState::Executing && call.claim.as_ref().map(|c| c.epoch) == current {
             busy.insert(tenant);
         }
     }
-    registry
-        .tenants()
+    if changed {
+        look.extend(registry.tenants());
+    }
+    look.into_iter()
         .filter_map(|tenant| {
-            let placement = registry.placement(tenant);
-            let look = changed
-                || placement.is_none_or(|p| p.moving_to.is_some())
-                || working.contains(tenant);
-            if !look {
-                return None;
-            }
             let view_of = TenantView {
                 tenant,
-                placement,
+                placement: registry.placement(tenant),
                 busy: busy.contains(tenant),
             };
             next_step(view_of, &view.voters, &view.learners, |node| {

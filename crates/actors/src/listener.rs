@@ -7,7 +7,7 @@ use crate::supervisor::SupervisorMsg;
 use gatehouse_raft_store::AppliedEntry;
 use gatehouse_registry::Command;
 use ractor::ActorRef;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::{broadcast, watch};
 
@@ -32,24 +32,29 @@ pub(crate) async fn listen(
 }
 
 /// The tenants an applied entry concerns: those of the calls it changed and those it placed.
+/// The home's actor is started for a call, and for a placement only when the tenant has
+/// unfinished calls to take over: a tenant with nothing queued gets its actor on first use.
 fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &AppliedEntry) {
-    let mut tenants: BTreeSet<&str> = applied
+    let called: BTreeSet<&str> = applied
         .calls
         .iter()
         .map(|c| c.spec.tenant.as_str())
         .collect();
-    placed(&applied.proposal.command, &mut tenants);
-    if tenants.is_empty() {
+    let mut moved = BTreeSet::new();
+    placed(&applied.proposal.command, &mut moved);
+    if called.is_empty() && moved.is_empty() {
         return;
     }
     let registry = context.registry.read();
-    for tenant in tenants {
+    for tenant in called.union(&moved) {
         let home = registry
             .placement(tenant)
             .is_some_and(|p| p.home == context.node);
+        let queued =
+            || called.contains(tenant) || registry.calls_of(tenant).any(|c| !c.state.is_finished());
         let _ = supervisor.cast(SupervisorMsg::Notify {
-            tenant: tenant.to_owned(),
-            spawn: home,
+            tenant: (*tenant).to_owned(),
+            spawn: home && queued(),
         });
     }
 }
@@ -69,15 +74,19 @@ fn placed<'a>(command: &'a Command, into: &mut BTreeSet<&'a str>) {
 }
 
 /// Every tenant this node is home to that has unfinished calls gets a look: covers a restart,
-/// a lagging listener, and an installed snapshot, none of which come as events.
+/// a lagging listener, and an installed snapshot, none of which come as events. It reads the
+/// unfinished calls, not every placement.
 fn sweep_homes(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>) {
     let registry = context.registry.read();
-    let busy: HashSet<&str> = registry
+    let busy: BTreeSet<&str> = registry
         .unfinished_calls()
         .map(|c| c.spec.tenant.as_str())
         .collect();
-    for (tenant, placement) in registry.placements() {
-        if placement.home == context.node && busy.contains(tenant) {
+    for tenant in busy {
+        if registry
+            .placement(tenant)
+            .is_some_and(|p| p.home == context.node)
+        {
             let _ = supervisor.cast(SupervisorMsg::Notify {
                 tenant: tenant.to_owned(),
                 spawn: true,

@@ -121,6 +121,9 @@ pub struct Registry {
     calls_by_tenant: BTreeMap<String, BTreeSet<CallId>>,
     /// The calls not yet finished, kept in step by every call command's answer.
     unfinished: BTreeSet<CallId>,
+    /// Tenants with no home yet or a move under way, kept in step by every put and delete of a
+    /// tenant and every placement step, so the leader's review need not look at every tenant.
+    unsettled: BTreeSet<String>,
 }
 
 impl Registry {
@@ -278,8 +281,10 @@ impl Registry {
             jwt_subjects: BTreeMap::new(),
             calls_by_tenant: BTreeMap::new(),
             unfinished: BTreeSet::new(),
+            unsettled: BTreeSet::new(),
         };
         registry.rebuild_key_index();
+        registry.rebuild_unsettled();
         for call in registry.state.calls.values() {
             registry
                 .calls_by_tenant

@@ -29,6 +29,33 @@ impl Registry {
         self.state.placements.iter().map(|(t, p)| (t.as_str(), *p))
     }
 
+    /// Tenants that have no home yet or are moving, in order: the only ones a placement step
+    /// can be due for while the voters and their reachability stay as they were.
+    pub fn unsettled_tenants(&self) -> impl Iterator<Item = &str> + '_ {
+        self.unsettled.iter().map(String::as_str)
+    }
+
+    /// Brings `tenant`'s entry in the unsettled set in step with the state; called by every
+    /// command that creates or deletes a tenant or changes a placement.
+    pub(super) fn settle(&mut self, tenant: &str) {
+        let unsettled = self.tenant_exists(tenant)
+            && self.placement(tenant).is_none_or(|p| p.moving_to.is_some());
+        if unsettled {
+            self.unsettled.insert(tenant.to_owned());
+        } else {
+            self.unsettled.remove(tenant);
+        }
+    }
+
+    /// The unsettled set from scratch, for a registry loaded or rewritten whole.
+    pub(super) fn rebuild_unsettled(&mut self) {
+        self.unsettled = self
+            .tenants()
+            .filter(|t| self.placement(t).is_none_or(|p| p.moving_to.is_some()))
+            .map(str::to_owned)
+            .collect();
+    }
+
     pub(super) fn place(
         &mut self,
         tenant: &str,
@@ -56,6 +83,7 @@ impl Registry {
                 moving_to: None,
             },
         );
+        self.settle(tenant);
         Ok(Response::Placed {
             tenant: tenant.to_owned(),
             home,
@@ -85,9 +113,11 @@ impl Registry {
             });
         }
         placement.moving_to = Some(to);
+        let home = placement.home;
+        self.settle(tenant);
         Ok(Response::Placed {
             tenant: tenant.to_owned(),
-            home: placement.home,
+            home,
             epoch,
         })
     }

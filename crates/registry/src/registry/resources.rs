@@ -88,6 +88,9 @@ impl Registry {
         if resources.iter().any(|r| r.kind() == Kind::Principal) {
             self.rebuild_key_index();
         }
+        for tenant in &batch_tenants {
+            self.settle(tenant);
+        }
         Ok(Response::Resources { changes })
     }
 
@@ -144,6 +147,9 @@ impl Registry {
         }
         if keys.iter().any(|k| k.kind == Kind::Principal) {
             self.rebuild_key_index();
+        }
+        for key in keys.iter().filter(|k| k.kind == Kind::Tenant) {
+            self.settle(&key.name);
         }
         Ok(Response::Resources { changes })
     }

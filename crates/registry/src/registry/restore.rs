@@ -22,6 +22,7 @@ impl Registry {
                 moving_to: None,
             };
         }
+        self.rebuild_unsettled();
     }
 
     /// The node ids the cluster admitted, in order.

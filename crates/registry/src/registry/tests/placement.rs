@@ -96,3 +96,56 @@ fn a_started_move_is_written_as_a_handover_in_the_log() {
     assert_eq!(serde_json::to_string(&command).unwrap(), written);
     assert_eq!(serde_json::from_str::<Command>(written).unwrap(), command);
 }
+
+#[test]
+fn the_unsettled_tenants_are_those_without_a_home_or_moving() {
+    let mut h = Harness::new();
+    let unsettled = |h: &Harness| -> Vec<String> {
+        h.registry.unsettled_tenants().map(str::to_owned).collect()
+    };
+    h.ok(Command::Put {
+        resources: vec![tenant("beta", "Beta")],
+    });
+    let homeless: Vec<String> = h
+        .registry
+        .tenants()
+        .filter(|t| h.registry.placement(t).is_none())
+        .map(str::to_owned)
+        .collect();
+    assert!(homeless.contains(&"beta".to_owned()));
+    assert_eq!(unsettled(&h), homeless);
+
+    h.ok(Command::Place {
+        tenant: "beta".into(),
+        home: 1,
+        epoch: 1,
+    });
+    assert!(!unsettled(&h).contains(&"beta".to_owned()));
+    h.ok(Command::StartMove {
+        tenant: "beta".into(),
+        epoch: 1,
+        to: 2,
+    });
+    assert!(unsettled(&h).contains(&"beta".to_owned()));
+    h.ok(Command::Place {
+        tenant: "beta".into(),
+        home: 2,
+        epoch: 2,
+    });
+    assert!(!unsettled(&h).contains(&"beta".to_owned()));
+
+    // A deleted tenant is nobody's business, whatever its placement was.
+    h.ok(Command::Put {
+        resources: vec![tenant("gamma", "Gamma")],
+    });
+    assert!(unsettled(&h).contains(&"gamma".to_owned()));
+    h.ok(Command::Delete {
+        keys: vec![tenant("gamma", "").key()],
+    });
+    assert!(!unsettled(&h).contains(&"gamma".to_owned()));
+    let reloaded = Registry::from_bytes(&h.registry.to_bytes()).unwrap();
+    assert_eq!(
+        unsettled(&h),
+        reloaded.unsettled_tenants().collect::<Vec<_>>()
+    );
+}

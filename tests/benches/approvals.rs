@@ -58,6 +58,10 @@ fn parse() -> anyhow::Result<Option<Settings>> {
     Ok(Some(s))
 }
 
+/// The nodes run in this process: they get the allocator the `gatehouse` binary ships with.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     let Some(settings) = parse()? else {
         println!("{HELP}");

@@ -21,6 +21,10 @@ use load::{Level, Window, ms};
 use settings::{HELP, Route, Settings};
 use std::time::{Duration, Instant};
 
+/// The nodes run in this process: they get the allocator the `gatehouse` binary ships with.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     let Some(settings) = Settings::parse(std::env::args().skip(1))? else {
         println!("{HELP}");

@@ -103,6 +103,11 @@ fn the_unsettled_tenants_are_those_without_a_home_or_moving() {
     let unsettled = |h: &Harness| -> Vec<String> {
         h.registry.unsettled_tenants().map(str::to_owned).collect()
     };
+    let place = |home, epoch| Command::Place {
+        tenant: "beta".into(),
+        home,
+        epoch,
+    };
     h.ok(Command::Put {
         resources: vec![tenant("beta", "Beta")],
     });
@@ -115,11 +120,7 @@ fn the_unsettled_tenants_are_those_without_a_home_or_moving() {
     assert!(homeless.contains(&"beta".to_owned()));
     assert_eq!(unsettled(&h), homeless);
 
-    h.ok(Command::Place {
-        tenant: "beta".into(),
-        home: 1,
-        epoch: 1,
-    });
+    h.ok(place(1, 1));
     assert!(!unsettled(&h).contains(&"beta".to_owned()));
     h.ok(Command::StartMove {
         tenant: "beta".into(),
@@ -127,11 +128,7 @@ fn the_unsettled_tenants_are_those_without_a_home_or_moving() {
         to: 2,
     });
     assert!(unsettled(&h).contains(&"beta".to_owned()));
-    h.ok(Command::Place {
-        tenant: "beta".into(),
-        home: 2,
-        epoch: 2,
-    });
+    h.ok(place(2, 2));
     assert!(!unsettled(&h).contains(&"beta".to_owned()));
 
     // A deleted tenant is nobody's business, whatever its placement was.

@@ -1,0 +1,56 @@
+//! Many tenants, created after the cluster settled: the leader's reviews still find and place
+//! every one (they look at the registry's unsettled tenants, not at every tenant), and no home
+//! starts an actor for a tenant with nothing queued; its actor comes on first use.
+
+use gatehouse_tests::{TestCluster, tenant};
+use std::time::Duration;
+
+const TENANTS: usize = 300;
+const SHORT: Duration = Duration::from_secs(20);
+
+#[test]
+fn tenants_created_in_bulk_are_all_placed_and_start_no_actor_until_used() -> anyhow::Result<()> {
+    let cluster = TestCluster::new(&[1, 2, 3])?;
+    let leader = cluster.leader(SHORT)?;
+    // A few reviews under the same voters, so the ones after the load see no change of view.
+    std::thread::sleep(Duration::from_secs(2));
+    let active = |c: &TestCluster| -> usize {
+        c.running()
+            .into_iter()
+            .map(|id| c.node(id).actors.active_tenants())
+            .sum()
+    };
+    let before = active(&cluster);
+
+    let names: Vec<String> = (0..TENANTS).map(|i| format!("bulk-{i:04}")).collect();
+    let admin = cluster.admin(leader);
+    cluster.block_on(admin.apply(names.iter().map(|n| tenant(n)).collect()))?;
+    cluster.wait_all_placed(SHORT)?;
+    for id in cluster.running() {
+        let registry = cluster.node(id).cluster.registry.read();
+        assert_eq!(
+            registry.unsettled_tenants().count(),
+            0,
+            "node {id} still counts tenants as unsettled once all are placed"
+        );
+    }
+    assert_eq!(
+        active(&cluster),
+        before,
+        "placing tenants with nothing queued started actors"
+    );
+
+    let name = &names[TENANTS / 2];
+    let home = cluster
+        .node(leader)
+        .cluster
+        .registry
+        .read()
+        .placement(name)
+        .expect("placed")
+        .home;
+    let actors = cluster.node(home).actors.clone();
+    cluster.block_on(actors.tenant(name))?;
+    assert_eq!(active(&cluster), before + 1, "first use starts one actor");
+    Ok(())
+}

@@ -107,13 +107,12 @@ impl Registry {
                 });
             }
             if key.kind == Kind::Tenant {
-                let left = self
-                    .state
-                    .resources
-                    .keys()
-                    .filter(|k| {
-                        k.tenant.as_deref() == Some(key.name.as_str()) && !deleting.contains(k)
-                    })
+                // The tenant's resources of each kind are one range of keys: no scan of every
+                // resource in the registry per deleted tenant.
+                let left = Kind::ALL
+                    .into_iter()
+                    .flat_map(|kind| self.list(kind, Some(Some(key.name.as_str())), None))
+                    .filter(|stored| !deleting.contains(&stored.resource.key()))
                     .count();
                 if left > 0 {
                     return Err(ApplyError::InUse {

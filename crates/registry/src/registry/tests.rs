@@ -350,6 +350,32 @@ fn a_tenant_in_use_cannot_be_deleted() {
         keys: vec![tenant("acme", "").key()],
     });
     assert!(matches!(err, ApplyError::InUse { .. }), "{err}");
+
+    // Its resources of every kind count; deleted in the same batch, they are out of the way.
+    let skill = documents::parse(
+        "skill.yaml",
+        "apiVersion: gatehouse.dev/v1\nkind: Skill\nmetadata: {name: tone, tenant: acme}\n\
+         spec:\n  scope: {type: tenant, tenant: acme}\n  instructions: Be brief.\n",
+    )
+    .into_resources();
+    h.ok(Command::Put { resources: skill });
+    let mut keys: Vec<ResourceKey> = Kind::ALL
+        .into_iter()
+        .flat_map(|kind| h.registry.list(kind, Some(Some("acme")), None))
+        .map(|stored| stored.resource.key())
+        .collect();
+    let kinds: BTreeSet<Kind> = keys.iter().map(|k| k.kind).collect();
+    assert!(
+        kinds.len() > 1,
+        "the fixture gives acme resources of several kinds"
+    );
+    let last = keys.pop().unwrap();
+    keys.push(tenant("acme", "").key());
+    let err = h.refused(Command::Delete { keys: keys.clone() });
+    assert!(matches!(err, ApplyError::InUse { .. }), "{err}");
+    keys.push(last);
+    h.ok(Command::Delete { keys });
+    assert!(!h.registry.tenant_exists("acme"));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! every one (they look at the registry's unsettled tenants, not at every tenant), and no home
 //! starts an actor for a tenant with nothing queued; its actor comes on first use.
 
-use gatehouse_tests::{TestCluster, tenant};
+use gatehouse_tests::{TestCluster, fast_actors, fast_timings, tenant};
 use std::time::Duration;
 
 const TENANTS: usize = 300;
@@ -12,8 +12,12 @@ const SHORT: Duration = Duration::from_secs(20);
 fn tenants_created_in_bulk_are_all_placed_and_start_no_actor_until_used() -> anyhow::Result<()> {
     let cluster = TestCluster::new(&[1, 2, 3])?;
     let leader = cluster.leader(SHORT)?;
-    // A few reviews under the same voters, so the ones after the load see no change of view.
-    std::thread::sleep(Duration::from_secs(2));
+    // The leader counts every voter reachable until `home_unreachable_after` has passed since
+    // it took over, then looks again: the reviews after that window and a few more see the same
+    // voters, so the load below is placed through the unsettled tenants alone. The window is
+    // the leader's own clock, with nothing to poll for, so the test waits it out.
+    let settings = fast_actors(fast_timings(500));
+    std::thread::sleep(settings.home_unreachable_after + 3 * settings.review_every);
     let active = |c: &TestCluster| -> usize {
         c.running()
             .into_iter()

@@ -51,7 +51,7 @@ fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &
             .placement(tenant)
             .is_some_and(|p| p.home == context.node);
         let queued =
-            || called.contains(tenant) || registry.calls_of(tenant).any(|c| !c.state.is_finished());
+            || called.contains(tenant) || registry.unfinished_calls_of(tenant).next().is_some();
         let _ = supervisor.cast(SupervisorMsg::Notify {
             tenant: (*tenant).to_owned(),
             spawn: home && queued(),

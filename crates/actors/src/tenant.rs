@@ -115,8 +115,7 @@ impl TenantState {
         let (placement, calls) = {
             let registry = context.registry.read();
             let calls: Vec<Call> = registry
-                .calls_of(&self.tenant)
-                .filter(|c| !c.state.is_finished())
+                .unfinished_calls_of(&self.tenant)
                 .cloned()
                 .collect();
             (registry.placement(&self.tenant), calls)
@@ -213,10 +212,7 @@ impl TenantState {
         let home = registry
             .placement(&self.tenant)
             .is_some_and(|p| p.home == self.context.node);
-        !(home
-            && registry
-                .calls_of(&self.tenant)
-                .any(|c| !c.state.is_finished()))
+        !(home && registry.unfinished_calls_of(&self.tenant).next().is_some())
     }
 }
 

@@ -344,6 +344,14 @@ impl Registry {
             .filter_map(|id| self.state.calls.get(id))
     }
 
+    /// A tenant's calls not yet finished, by id.
+    pub fn unfinished_calls_of<'a>(
+        &'a self,
+        tenant: &'a str,
+    ) -> impl Iterator<Item = &'a Call> + 'a {
+        self.calls_of(tenant).filter(|c| !c.state.is_finished())
+    }
+
     /// Every tenant's name, in order.
     pub fn tenants(&self) -> impl Iterator<Item = &str> + '_ {
         self.list(Kind::Tenant, Some(None), None)

@@ -38,9 +38,7 @@ impl Registry {
     /// Brings `tenant`'s entry in the unsettled set in step with the state; called by every
     /// command that creates or deletes a tenant or changes a placement.
     pub(super) fn settle(&mut self, tenant: &str) {
-        let unsettled = self.tenant_exists(tenant)
-            && self.placement(tenant).is_none_or(|p| p.moving_to.is_some());
-        if unsettled {
+        if self.tenant_exists(tenant) && self.is_unsettled(tenant) {
             self.unsettled.insert(tenant.to_owned());
         } else {
             self.unsettled.remove(tenant);
@@ -51,9 +49,14 @@ impl Registry {
     pub(super) fn rebuild_unsettled(&mut self) {
         self.unsettled = self
             .tenants()
-            .filter(|t| self.placement(t).is_none_or(|p| p.moving_to.is_some()))
+            .filter(|t| self.is_unsettled(t))
             .map(str::to_owned)
             .collect();
+    }
+
+    /// No home yet, or a move under way (whether the tenant exists is the caller's to know).
+    fn is_unsettled(&self, tenant: &str) -> bool {
+        self.placement(tenant).is_none_or(|p| p.moving_to.is_some())
     }
 
     pub(super) fn place(

@@ -120,10 +120,7 @@ impl Registry {
                         by: format!("{left} resource(s) of the tenant; delete them first"),
                     });
                 }
-                let open = self
-                    .calls_of(&key.name)
-                    .filter(|c| !c.state.is_finished())
-                    .count();
+                let open = self.unfinished_calls_of(&key.name).count();
                 if open > 0 {
                     return Err(ApplyError::InUse {
                         what: key.to_string(),

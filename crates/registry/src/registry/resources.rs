@@ -48,21 +48,16 @@ impl Registry {
         let mut changes = Vec::with_capacity(resources.len());
         for resource in resources {
             let key = resource.key();
-            let unchanged = self
-                .state
-                .resources
-                .get(&key)
-                .filter(|s| s.resource == *resource)
-                .map(|s| s.generation);
-            if let Some(generation) = unchanged {
+            let existing = self.state.resources.get(&key);
+            let existed = existing.is_some();
+            if let Some(same) = existing.filter(|s| s.resource == *resource) {
                 changes.push(ResourceChange {
                     key,
                     change: Change::Unchanged,
-                    generation,
+                    generation: same.generation,
                 });
                 continue;
             }
-            let existed = self.state.resources.contains_key(&key);
             if !existed && key.kind == Kind::Webhook {
                 self.state.webhooks_since.insert(key.clone(), at);
             }

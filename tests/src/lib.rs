@@ -474,6 +474,11 @@ impl TestCluster {
             .map(|l| l.index)
     }
 
+    /// The term node `id` is in.
+    pub fn term(&self, id: u64) -> u64 {
+        self.handle(id).cluster.raft.metrics().borrow().current_term
+    }
+
     pub fn membership(&self, id: u64) -> (Vec<u64>, Vec<u64>) {
         let metrics = self.handle(id).cluster.raft.metrics().borrow().clone();
         let m = metrics.membership_config.membership();

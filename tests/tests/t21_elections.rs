@@ -11,16 +11,6 @@ use gatehouse_tests::TestCluster;
 use openraft::ServerState;
 use std::time::Duration;
 
-fn term(cluster: &TestCluster, id: u64) -> u64 {
-    cluster
-        .node(id)
-        .cluster
-        .raft
-        .metrics()
-        .borrow()
-        .current_term
-}
-
 /// Long enough for a follower's election timeout to pass several times over (lease plus at
 /// most 600 ms each time with the harness's timings).
 const SEVERAL_TIMEOUTS: Duration = Duration::from_secs(4);
@@ -29,7 +19,7 @@ const SEVERAL_TIMEOUTS: Duration = Duration::from_secs(4);
 fn a_follower_cut_off_and_back_raises_no_term_and_unseats_no_leader() -> anyhow::Result<()> {
     let cluster = TestCluster::new(&[1, 2, 3])?;
     let leader = cluster.leader(Duration::from_secs(10))?;
-    let before = term(&cluster, leader);
+    let before = cluster.term(leader);
     let (cut, other) = match [1, 2, 3]
         .into_iter()
         .filter(|id| *id != leader)
@@ -46,7 +36,7 @@ fn a_follower_cut_off_and_back_raises_no_term_and_unseats_no_leader() -> anyhow:
     }
     std::thread::sleep(SEVERAL_TIMEOUTS);
     assert_eq!(
-        term(&cluster, cut),
+        cluster.term(cut),
         before,
         "the cut-off node raised the term without a quorum that would vote for it"
     );
@@ -60,7 +50,7 @@ fn a_follower_cut_off_and_back_raises_no_term_and_unseats_no_leader() -> anyhow:
         "the leader was unseated"
     );
     for id in [1, 2, 3] {
-        assert_eq!(term(&cluster, id), before, "node {id} is in another term");
+        assert_eq!(cluster.term(id), before, "node {id} is in another term");
         assert!(cluster.has_tenant(id, "while-cut-4"), "node {id}");
     }
     Ok(())
@@ -70,7 +60,7 @@ fn a_follower_cut_off_and_back_raises_no_term_and_unseats_no_leader() -> anyhow:
 fn a_follower_that_alone_stops_hearing_the_leader_does_not_stand() -> anyhow::Result<()> {
     let cluster = TestCluster::new(&[1, 2, 3])?;
     let leader = cluster.leader(Duration::from_secs(10))?;
-    let before = term(&cluster, leader);
+    let before = cluster.term(leader);
     let deaf = [1, 2, 3]
         .into_iter()
         .find(|id| *id != leader)
@@ -80,7 +70,7 @@ fn a_follower_that_alone_stops_hearing_the_leader_does_not_stand() -> anyhow::Re
     cluster.router().cut_one_way(leader, deaf);
     std::thread::sleep(SEVERAL_TIMEOUTS);
     for id in [1, 2, 3] {
-        assert_eq!(term(&cluster, id), before, "node {id} is in another term");
+        assert_eq!(cluster.term(id), before, "node {id} is in another term");
     }
     assert_eq!(cluster.leader(Duration::from_secs(5))?, leader);
 
@@ -122,7 +112,7 @@ fn pre_vote(cluster: &TestCluster, asker: u64, asked: u64) -> anyhow::Result<Pre
 fn a_leader_deposed_while_cut_off_holds_no_election_up() -> anyhow::Result<()> {
     let cluster = TestCluster::new(&[1, 2, 3])?;
     let stale = cluster.leader(Duration::from_secs(10))?;
-    let before = term(&cluster, stale);
+    let before = cluster.term(stale);
     let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != stale).collect();
 
     cluster.router().partition(&[stale], &others);

@@ -416,6 +416,7 @@ where
                 cluster.raft.clone(),
                 cluster.peers.clone(),
                 front.log_tail.clone(),
+                stopped.clone(),
             ))
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE),

@@ -67,6 +67,7 @@ fn every_service_has_exactly_its_rpcs() {
             "RaftService",
             &[
                 "AppendEntries",
+                "AppendEntriesStream",
                 "Vote",
                 "InstallSnapshot",
                 "Forward",
@@ -91,7 +92,7 @@ fn every_service_has_exactly_its_rpcs() {
 }
 
 #[test]
-fn only_approval_watch_and_snapshot_save_stream() {
+fn only_approval_watch_snapshot_save_and_raft_appends_stream() {
     let fds = descriptor_set();
     let streaming: Vec<String> = services(&fds)
         .values()
@@ -105,7 +106,11 @@ fn only_approval_watch_and_snapshot_save_stream() {
         .collect();
     assert_eq!(
         streaming,
-        ["ApprovalService.WatchPending", "SnapshotService.Save"]
+        [
+            "ApprovalService.WatchPending",
+            "RaftService.AppendEntriesStream",
+            "SnapshotService.Save"
+        ]
     );
 
     let watch = services(&fds)["ApprovalService"]
@@ -120,6 +125,12 @@ fn only_approval_watch_and_snapshot_save_stream() {
         .find(|method| method.name() == "Save")
         .map(|method| (method.server_streaming(), method.client_streaming()));
     assert_eq!(save, Some((true, false)));
+    let appends = services(&fds)["RaftService"]
+        .method
+        .iter()
+        .find(|method| method.name() == "AppendEntriesStream")
+        .map(|method| (method.server_streaming(), method.client_streaming()));
+    assert_eq!(appends, Some((true, true)));
 }
 
 /// A request that takes a page size must take a page token, and its response must hand one back.

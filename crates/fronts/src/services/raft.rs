@@ -3,6 +3,7 @@
 //! certificate from the cluster's CA); clients never talk to it.
 
 use super::status::{answer, to_status};
+use futures::stream::{self, BoxStream, StreamExt};
 use gatehouse_cluster::elections::{self, PreVote};
 use gatehouse_cluster::net::{ForwardReply, Forwarded, NOT_JOINED, Peers};
 use gatehouse_gateway::auth::constant_time_eq;
@@ -13,13 +14,17 @@ use gatehouse_raft_store::{LogTail, Raft};
 use openraft::error::{ClientWriteError, RaftError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tonic::{Request, Response, Status};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status, Streaming};
 
 #[derive(Clone)]
 pub struct RaftRpc {
     raft: Raft,
     peers: Peers,
     log_tail: LogTail,
+    /// Turns true when the node stops: append streams end then, or the listener's graceful
+    /// shutdown would wait on a leader's stream that never ends.
+    stopped: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for RaftRpc {
@@ -29,11 +34,17 @@ impl std::fmt::Debug for RaftRpc {
 }
 
 impl RaftRpc {
-    pub fn new(raft: Raft, peers: Peers, log_tail: LogTail) -> Self {
+    pub fn new(
+        raft: Raft,
+        peers: Peers,
+        log_tail: LogTail,
+        stopped: watch::Receiver<bool>,
+    ) -> Self {
         RaftRpc {
             raft,
             peers,
             log_tail,
+            stopped,
         }
     }
 
@@ -78,6 +89,35 @@ impl RaftService for RaftRpc {
     ) -> Result<Response<pb::AppendEntriesResponse>, Status> {
         self.check(&request)?;
         answer(self.on_append_entries(request.into_inner()).await)
+    }
+
+    type AppendEntriesStreamStream = BoxStream<'static, Result<pb::AppendEntriesResponse, Status>>;
+
+    /// Answers each request before reading the next, so the answers come in the requests'
+    /// order. The stream ends when the leader closes it, after the first request that fails, or
+    /// when this node stops.
+    async fn append_entries_stream(
+        &self,
+        request: Request<Streaming<pb::AppendEntriesRequest>>,
+    ) -> Result<Response<Self::AppendEntriesStreamStream>, Status> {
+        self.check(&request)?;
+        let answers = stream::unfold(
+            Some((self.clone(), request.into_inner())),
+            |open| async move {
+                let (rpc, mut requests) = open?;
+                // A broken stream from the leader ends this one; the leader opens another.
+                let request = requests.message().await.ok()??;
+                match answer(rpc.on_append_entries(request).await) {
+                    Ok(response) => Some((Ok(response.into_inner()), Some((rpc, requests)))),
+                    Err(status) => Some((Err(status), None)),
+                }
+            },
+        );
+        let mut stopped = self.stopped.clone();
+        let stopping = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        Ok(Response::new(answers.take_until(stopping).boxed()))
     }
 
     async fn vote(

@@ -1,12 +1,14 @@
-//! The Raft log's own files: what a crash mid-append leaves is cut off and nothing before it is
-//! lost, damage anywhere else refuses the store, and a store whose log is still in sled moves
-//! it into the files once, whole.
+//! The Raft log's own files: appends write into space allocated ahead, whose zeros a reopen
+//! reads as the end of the records; what a crash mid-append leaves is cut off and nothing
+//! before it is lost, nor does anything a truncation cut come back; damage anywhere else
+//! refuses the store, and a store whose log is still in sled moves it into the files once,
+//! whole.
 
 use gatehouse_raft_store::{TypeConfig, open};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id};
 use openraft::{Entry, RaftLogReader};
-use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 fn blanks(range: std::ops::RangeInclusive<u64>) -> Vec<Entry<TypeConfig>> {
@@ -38,6 +40,17 @@ async fn indexes(dir: &Path) -> Vec<u64> {
     entries.iter().map(|e| e.log_id.index).collect()
 }
 
+/// Where the records in a segment end: at its length, or at the first all-zero header of the
+/// space allocated ahead.
+fn records_end(segment: &Path) -> u64 {
+    let bytes = std::fs::read(segment).unwrap();
+    let mut at = 0;
+    while at + 16 <= bytes.len() && bytes[at..at + 16] != [0; 16] {
+        at += 16 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    at as u64
+}
+
 #[tokio::test]
 async fn a_torn_last_record_is_cut_and_every_entry_before_it_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,15 +58,17 @@ async fn a_torn_last_record_is_cut_and_every_entry_before_it_kept() {
         let (mut log, _sm) = open(dir.path()).unwrap();
         log.blocking_append(blanks(1..=5)).await.unwrap();
     }
-    // A crash mid-append: a header promising 1,000 bytes and only 10 of them.
+    // A crash mid-append: a header promising 1,000 bytes and only 10 of them, where the next
+    // record would have gone.
     let segment = the_segment(dir.path());
-    let whole = std::fs::metadata(&segment).unwrap().len();
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
+    let end = records_end(&segment);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
         .open(&segment)
         .unwrap();
-    file.write_all(&1000u32.to_le_bytes()).unwrap();
-    file.write_all(&[7u8; 22]).unwrap();
+    let mut torn = 1000u32.to_le_bytes().to_vec();
+    torn.extend_from_slice(&[7u8; 22]);
+    file.write_all_at(&torn, end).unwrap();
     drop(file);
 
     {
@@ -62,10 +77,78 @@ async fn a_torn_last_record_is_cut_and_every_entry_before_it_kept() {
             log.get_log_state().await.unwrap().last_log_id,
             Some(log_id(1, 1, 5))
         );
-        assert_eq!(std::fs::metadata(&segment).unwrap().len(), whole);
+        let after = std::fs::read(&segment).unwrap();
+        assert!(
+            after[end as usize..].iter().all(|&b| b == 0),
+            "the torn bytes are still there"
+        );
         log.blocking_append(blanks(6..=6)).await.unwrap();
     }
     assert_eq!(indexes(dir.path()).await, vec![1, 2, 3, 4, 5, 6]);
+}
+
+#[tokio::test]
+async fn appends_write_into_space_allocated_ahead_and_a_reopen_finds_where_they_end() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log, _sm) = open(dir.path()).unwrap();
+        log.blocking_append(blanks(1..=3)).await.unwrap();
+        let segment = the_segment(dir.path());
+        let allocated = std::fs::metadata(&segment).unwrap().len();
+        let written = records_end(&segment);
+        assert!(
+            allocated > written,
+            "{allocated} bytes for {written} of records: nothing allocated ahead"
+        );
+        log.blocking_append(blanks(4..=6)).await.unwrap();
+        assert_eq!(
+            std::fs::metadata(&segment).unwrap().len(),
+            allocated,
+            "an append grew the file"
+        );
+    }
+    {
+        let (mut log, _sm) = open(dir.path()).unwrap();
+        log.blocking_append(blanks(7..=7)).await.unwrap();
+    }
+    assert_eq!(indexes(dir.path()).await, (1..=7).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn entries_cut_by_a_truncation_stay_gone_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log, _sm) = open(dir.path()).unwrap();
+        log.blocking_append(blanks(1..=10)).await.unwrap();
+        log.truncate(log_id(1, 1, 5)).await.unwrap();
+        let later = (5..=6).map(|i| blank_ent::<TypeConfig>(2, 1, i));
+        log.blocking_append(later).await.unwrap();
+    }
+    let (mut log, _sm) = open(dir.path()).unwrap();
+    let entries = log.try_get_log_entries(0..).await.unwrap();
+    let ids: Vec<_> = entries.iter().map(|e| e.log_id).collect();
+    let mut expected: Vec<_> = (1..=4).map(|i| log_id(1, 1, i)).collect();
+    expected.extend((5..=6).map(|i| log_id(2, 1, i)));
+    assert_eq!(ids, expected);
+}
+
+#[tokio::test]
+async fn zeros_where_a_record_should_start_with_records_after_them_refuse_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (mut log, _sm) = open(dir.path()).unwrap();
+        log.blocking_append(blanks(1..=5)).await.unwrap();
+    }
+    // The second record's header wiped: the three records after it would be read as free
+    // space if zeros simply ended the log.
+    let segment = the_segment(dir.path());
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let first_len = 16 + u32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
+    bytes[first_len..first_len + 16].fill(0);
+    std::fs::write(&segment, &bytes).unwrap();
+
+    let error = open(dir.path()).map(drop).unwrap_err().to_string();
+    assert!(error.contains("empty record header"), "{error}");
 }
 
 #[tokio::test]

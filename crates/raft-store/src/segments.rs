@@ -308,6 +308,8 @@ fn scan(path: &Path, first: u64) -> Result<Scanned, StoreError> {
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut entries = Vec::new();
     let mut offset = 0u64;
+    // Set where an all-zero header ended the records, their rest already read as zeros.
+    let mut ends_in_zeros = false;
     loop {
         let mut header = [0u8; HEADER];
         if reader.read_exact(&mut header).is_err() {
@@ -322,6 +324,7 @@ fn scan(path: &Path, first: u64) -> Result<Scanned, StoreError> {
                     path.display()
                 )));
             }
+            ends_in_zeros = true;
             break;
         }
         let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes"));
@@ -364,7 +367,7 @@ fn scan(path: &Path, first: u64) -> Result<Scanned, StoreError> {
         entries,
         valid_len: offset,
         file_len,
-        zeros_after: offset == file_len || zeros_from(path, offset)?,
+        zeros_after: ends_in_zeros || offset == file_len || zeros_from(path, offset)?,
     })
 }
 

@@ -7,6 +7,7 @@ use crate::call::NodeId;
 use crate::command::Response;
 use crate::error::ApplyError;
 use serde::{Deserialize, Serialize};
+use std::collections::btree_map::Entry;
 
 /// Where a tenant's approval queue lives; `epoch` grows on every move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +39,16 @@ impl Registry {
     /// Brings `tenant`'s entry in the unsettled set in step with the state; called by every
     /// command that creates or deletes a tenant or changes a placement.
     pub(super) fn settle(&mut self, tenant: &str) {
-        if self.tenant_exists(tenant) && self.is_unsettled(tenant) {
+        if self.tenant_exists(tenant) {
+            self.settle_existing(tenant);
+        } else {
+            self.unsettled.remove(tenant);
+        }
+    }
+
+    /// [`Self::settle`] for a tenant the caller knows exists.
+    pub(super) fn settle_existing(&mut self, tenant: &str) {
+        if self.is_unsettled(tenant) {
             self.unsettled.insert(tenant.to_owned());
         } else {
             self.unsettled.remove(tenant);
@@ -70,23 +80,30 @@ impl Registry {
                 what: format!("tenant {tenant}"),
             });
         }
-        let current = self.placement(tenant).map_or(0, |p| p.epoch);
-        if epoch <= current {
-            return Err(ApplyError::Refused {
-                reason: format!(
-                    "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
-                ),
-            });
+        let placed = Placement {
+            home,
+            epoch,
+            moving_to: None,
+        };
+        // One look-up for the epoch check and the write.
+        match self.state.placements.entry(tenant.to_owned()) {
+            Entry::Occupied(current) if epoch <= current.get().epoch => {
+                let current = current.get().epoch;
+                return Err(ApplyError::Refused {
+                    reason: format!(
+                        "placement epoch {epoch} for tenant {tenant} is not above the current {current}"
+                    ),
+                });
+            }
+            Entry::Occupied(mut current) => {
+                current.insert(placed);
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(placed);
+            }
         }
-        self.state.placements.insert(
-            tenant.to_owned(),
-            Placement {
-                home,
-                epoch,
-                moving_to: None,
-            },
-        );
-        self.settle(tenant);
+        // The tenant exists and its home is settled, with no move under way.
+        self.unsettled.remove(tenant);
         Ok(Response::Placed {
             tenant: tenant.to_owned(),
             home,

@@ -6,6 +6,7 @@ use crate::call::Timestamp;
 use crate::command::{Change, ResourceChange, Response};
 use crate::error::ApplyError;
 use crate::resource::{Kind, Resource, ResourceKey};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most webhooks one tenant may have.
@@ -48,43 +49,47 @@ impl Registry {
         let mut changes = Vec::with_capacity(resources.len());
         for resource in resources {
             let key = resource.key();
-            let existing = self.state.resources.get(&key);
-            let existed = existing.is_some();
-            if let Some(same) = existing.filter(|s| s.resource == *resource) {
-                changes.push(ResourceChange {
-                    key,
-                    change: Change::Unchanged,
-                    generation: same.generation,
-                });
-                continue;
+            // One look-up in the map of every resource, whether the key is new or not: with tens
+            // of thousands of resources each look-up is a dozen string compares out of cache.
+            let (change, generation) = match self.state.resources.entry(key.clone()) {
+                Entry::Occupied(same) if same.get().resource == *resource => {
+                    (Change::Unchanged, same.get().generation)
+                }
+                Entry::Occupied(mut stored) => {
+                    let generation = bump_generation(&mut self.state.generations, &key);
+                    stored.insert(Stored {
+                        resource: resource.clone(),
+                        generation,
+                    });
+                    (Change::Updated, generation)
+                }
+                Entry::Vacant(slot) => {
+                    let generation = bump_generation(&mut self.state.generations, &key);
+                    slot.insert(Stored {
+                        resource: resource.clone(),
+                        generation,
+                    });
+                    if key.kind == Kind::Webhook {
+                        self.state.webhooks_since.insert(key.clone(), at);
+                    }
+                    (Change::Created, generation)
+                }
+            };
+            if change != Change::Unchanged {
+                self.note_change(index, &key);
             }
-            if !existed && key.kind == Kind::Webhook {
-                self.state.webhooks_since.insert(key.clone(), at);
-            }
-            let generation = self.bump_generation(&key);
-            self.note_change(index, &key);
-            self.state.resources.insert(
-                key.clone(),
-                Stored {
-                    resource: resource.clone(),
-                    generation,
-                },
-            );
             changes.push(ResourceChange {
                 key,
-                change: if existed {
-                    Change::Updated
-                } else {
-                    Change::Created
-                },
+                change,
                 generation,
             });
         }
         if resources.iter().any(|r| r.kind() == Kind::Principal) {
             self.rebuild_key_index();
         }
+        // Every tenant the batch named exists now: no need to look each one up again.
         for tenant in &batch_tenants {
-            self.settle(tenant);
+            self.settle_existing(tenant);
         }
         Ok(Response::Resources { changes })
     }
@@ -185,12 +190,6 @@ impl Registry {
         self.state.resources.get(key).map_or(0, |s| s.generation)
     }
 
-    fn bump_generation(&mut self, key: &ResourceKey) -> u64 {
-        let counter = self.state.generations.entry(key.clone()).or_insert(0);
-        *counter += 1;
-        *counter
-    }
-
     /// Keeps the per-tenant change marks that caches and claims compare against.
     fn note_change(&mut self, index: u64, key: &ResourceKey) {
         match key.kind {
@@ -209,4 +208,11 @@ impl Registry {
             _ => {}
         }
     }
+}
+
+/// The resource's next generation, counted on from the last it ever had.
+fn bump_generation(generations: &mut BTreeMap<ResourceKey, u64>, key: &ResourceKey) -> u64 {
+    let counter = generations.entry(key.clone()).or_insert(0);
+    *counter += 1;
+    *counter
 }

@@ -1,0 +1,107 @@
+//! What applying a committed write costs a node: the cluster benchmark's workload (every write
+//! creates a tenant; the leader's review then places it) applied to one registry, as the nodes
+//! apply it: proposals grouped in batches the way concurrent clients share a log entry, and one
+//! batch of placements per batch of tenants. Prints the time per write as the registry grows.
+//!
+//!     cargo bench -p gatehouse-registry --bench apply [-- --writes N --batch N]
+
+use gatehouse_registry::documents;
+use gatehouse_registry::{Command, Proposal, Registry, Resource};
+use std::time::Instant;
+
+struct Settings {
+    writes: usize,
+    batch: usize,
+}
+
+fn settings() -> Settings {
+    let mut s = Settings {
+        writes: 100_000,
+        batch: 16,
+    };
+    let args: Vec<String> = std::env::args().collect();
+    for pair in args.windows(2) {
+        let value = || pair[1].parse::<usize>().expect("a whole number");
+        match pair[0].as_str() {
+            "--writes" => s.writes = value(),
+            "--batch" => s.batch = value().max(1),
+            _ => {}
+        }
+    }
+    s
+}
+
+/// A tenant as the cluster benchmark writes it: a name like `w16-3-1207`, a 100-byte spec.
+fn tenant(i: usize) -> Resource {
+    let doc = format!(
+        "---\napiVersion: gatehouse.dev/v1\nkind: Tenant\nmetadata: {{name: w16-{}-{i}}}\n\
+         spec: {{displayName: bench, description: {}}}\n",
+        i % 16,
+        "x".repeat(60)
+    );
+    let parsed = documents::parse("tenant", &doc);
+    assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    parsed.into_resources().remove(0)
+}
+
+/// A proposal with a request id of its own, as every node gets it from the log.
+fn proposal(ids: &mut u128, command: Command) -> Proposal {
+    *ids += 1;
+    Proposal {
+        request_id: uuid::Uuid::from_u128(*ids),
+        at: 1,
+        command,
+    }
+}
+
+fn main() {
+    let s = settings();
+    println!(
+        "apply: {} tenant writes in batches of {}, each batch then placed",
+        s.writes, s.batch
+    );
+    let tenants: Vec<Resource> = (0..s.writes).map(tenant).collect();
+    let mut registry = Registry::new();
+    let (mut index, mut ids) = (0u64, 0u128);
+    let quarter = (s.writes / 4).max(1);
+    let (mut started, mut reported) = (Instant::now(), 0);
+    for (n, chunk) in tenants.chunks(s.batch).enumerate() {
+        let puts = chunk
+            .iter()
+            .map(|t| {
+                let resources = vec![t.clone()];
+                proposal(&mut ids, Command::Put { resources })
+            })
+            .collect();
+        let places = chunk
+            .iter()
+            .map(|t| {
+                let command = Command::Place {
+                    tenant: t.key().name,
+                    home: 1,
+                    epoch: 1,
+                };
+                proposal(&mut ids, command)
+            })
+            .collect();
+        for proposals in [puts, places] {
+            index += 1;
+            let batch = proposal(&mut ids, Command::Batch { proposals });
+            registry.apply(index, &batch).expect("the workload applies");
+        }
+        let done = ((n + 1) * s.batch).min(s.writes);
+        if done - reported >= quarter || done == s.writes {
+            println!(
+                "  tenants {:>7} to {:>7}: {:>6.2} us per write (put and place)",
+                reported,
+                done,
+                started.elapsed().as_secs_f64() * 1e6 / (done - reported) as f64
+            );
+            (started, reported) = (Instant::now(), done);
+        }
+    }
+    assert!(
+        registry.unsettled_tenants().next().is_none(),
+        "every tenant was placed"
+    );
+}

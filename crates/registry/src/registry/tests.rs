@@ -865,6 +865,36 @@ fn snapshot_bytes_round_trip_to_the_same_digest() {
     assert_eq!(copy, h.registry);
 }
 
+/// A snapshot copies the registry between two applies and serialises the copy later: what
+/// applies after the copy must not show in it.
+#[test]
+fn a_copy_keeps_the_state_it_was_taken_at() {
+    let mut h = Harness::new();
+    h.ok(Command::Put {
+        resources: vec![tenant("globex", "Globex")],
+    });
+    let copy = h.registry.clone();
+    let then = copy.to_bytes();
+    h.ok(Command::Put {
+        resources: vec![
+            tenant("globex", "Globex Corp"),
+            tenant("initech", "Initech"),
+        ],
+    });
+    h.ok(Command::Place {
+        tenant: "initech".into(),
+        home: 2,
+        epoch: 1,
+    });
+    h.ok(Command::Delete {
+        keys: vec![tenant("globex", "").key()],
+    });
+    h.ok(Command::Purge { before: u64::MAX });
+    assert_eq!(copy.to_bytes(), then);
+    assert_ne!(h.registry.to_bytes(), then);
+    assert!(copy.tenant_exists("globex") && !copy.tenant_exists("initech"));
+}
+
 fn principal(name: &str, role: Role) -> Resource {
     Resource::Principal(Object {
         api_version: API_VERSION.into(),

@@ -67,13 +67,9 @@ fn main() -> anyhow::Result<()> {
         println!("{HELP}");
         return Ok(());
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    // Errors only unless RUST_LOG says otherwise, and not openraft's line per failed RPC
+    // (a learner joining, nodes stopping at the end), as a node logs.
+    gatehouse_gateway::telemetry::install_stderr_logs("error");
     let (cluster, _flow) = flow::start(Approvals::default())?;
     let roles = flow::roles(&cluster)?;
     // The agent reaches a node that neither leads nor is home; approvers watch from the home.

@@ -31,14 +31,9 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     };
     // Installed before the harness tries to install its own: node logs would bury the figures.
-    // Errors only, on stderr, unless RUST_LOG says otherwise.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "error".into()),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    // Errors only, on stderr, unless RUST_LOG says otherwise, and not openraft's line per
+    // failed RPC (the learner joining), as a node logs.
+    gatehouse_gateway::telemetry::install_stderr_logs("error");
     let started = Instant::now();
     let window = Window {
         warmup: settings.warmup,

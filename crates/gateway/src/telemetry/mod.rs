@@ -11,6 +11,7 @@ mod quiet;
 mod traceparent;
 
 pub use otlp::{OtlpSettings, Telemetry};
+pub use quiet::install_stderr_logs;
 pub use traceparent::TraceParent;
 
 use gatehouse_registry::CallId;

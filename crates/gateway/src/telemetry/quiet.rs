@@ -7,7 +7,10 @@
 //! else openraft says pass: only these callsites are matched, by target, level and message.
 
 use tracing::{Event, Level, Metadata, Subscriber};
-use tracing_subscriber::layer::{Context, Filter};
+use tracing_subscriber::filter::{EnvFilter, FilterExt as _};
+use tracing_subscriber::layer::{Context, Filter, SubscriberExt as _};
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{Layer as _, fmt};
 
 /// openraft's per-RPC failure and stale-reply lines: (target, level, words in the message).
 const PER_RPC_FAILURE: [(&str, Level, &str); 8] = [
@@ -44,6 +47,20 @@ const PER_RPC_FAILURE: [(&str, Level, &str); 8] = [
         "membership_log_id changed:",
     ),
 ];
+
+/// Logs to stderr for a process that hosts nodes without being one (the benchmarks): at
+/// `RUST_LOG`'s levels, or else at `default_levels` without openraft's per-RPC failure lines,
+/// as a node logs. A subscriber installed earlier is kept.
+pub fn install_stderr_logs(default_levels: &str) {
+    let (levels, quiet) = match EnvFilter::try_from_default_env() {
+        Ok(levels) => (levels, None),
+        Err(_) => (EnvFilter::new(default_levels), Some(OpenraftRpcFailures)),
+    };
+    let logs = fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(levels.and(quiet));
+    let _ = tracing_subscriber::registry().with(logs).try_init();
+}
 
 /// The filter: passes every event but openraft's per-RPC failure lines.
 #[derive(Debug, Clone, Copy, Default)]

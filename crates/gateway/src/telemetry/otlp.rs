@@ -2,7 +2,7 @@
 //! the node's own spans exported in batches over OTLP/gRPC. Without an endpoint no exporter is
 //! built and no export thread runs.
 
-use super::quiet::OpenraftRpcFailures;
+use super::quiet::stderr_logs;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{ExporterBuildError, WithExportConfig};
@@ -10,11 +10,10 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
 use std::time::Duration;
-use tracing_subscriber::filter::FilterExt as _;
-use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{Layer, fmt};
 
 /// How long one export may take before it counts as failed.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -52,17 +51,7 @@ impl Telemetry {
         otlp: Option<&OtlpSettings>,
         node_id: u64,
     ) -> Result<Telemetry, ExporterBuildError> {
-        // Without `RUST_LOG`, openraft's lines for each failed RPC to a peer are left out: the
-        // network says an outage once (`gatehouse_cluster::net::Reachability`).
-        let (levels, quiet) = match EnvFilter::try_from_default_env() {
-            Ok(levels) => (levels, None),
-            Err(_) => ("info,openraft=warn".into(), Some(OpenraftRpcFailures)),
-        };
-        // Colour only for a person at a terminal: a file or a journal gets plain text.
-        let logs = fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_filter(levels.and(quiet));
+        let logs = stderr_logs("info,openraft=warn");
         let provider = otlp.map(|s| provider(s, node_id)).transpose()?;
         // Only the gateway's own spans: a library's (hyper's, h2's, the exporter's own) would
         // be noise at best and, for the exporter's requests, a loop.

@@ -9,8 +9,9 @@
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::filter::{EnvFilter, FilterExt as _};
 use tracing_subscriber::layer::{Context, Filter, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::{Layer as _, fmt};
+use tracing_subscriber::{Layer, fmt};
 
 /// openraft's per-RPC failure and stale-reply lines: (target, level, words in the message).
 const PER_RPC_FAILURE: [(&str, Level, &str); 8] = [
@@ -48,18 +49,30 @@ const PER_RPC_FAILURE: [(&str, Level, &str); 8] = [
     ),
 ];
 
-/// Logs to stderr for a process that hosts nodes without being one (the benchmarks): at
-/// `RUST_LOG`'s levels, or else at `default_levels` without openraft's per-RPC failure lines,
-/// as a node logs. A subscriber installed earlier is kept.
-pub fn install_stderr_logs(default_levels: &str) {
+/// Logs to stderr at `RUST_LOG`'s levels, or else at `default_levels` without openraft's lines
+/// for each failed RPC to a peer (the network says an outage once:
+/// `gatehouse_cluster::net::Reachability`). Colour only for a person at a terminal: a file or
+/// a journal gets plain text.
+pub(super) fn stderr_logs<S>(default_levels: &str) -> impl Layer<S> + Send + Sync
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
     let (levels, quiet) = match EnvFilter::try_from_default_env() {
         Ok(levels) => (levels, None),
         Err(_) => (EnvFilter::new(default_levels), Some(OpenraftRpcFailures)),
     };
-    let logs = fmt::layer()
+    fmt::layer()
         .with_writer(std::io::stderr)
-        .with_filter(levels.and(quiet));
-    let _ = tracing_subscriber::registry().with(logs).try_init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(levels.and(quiet))
+}
+
+/// A process that hosts nodes without being one (the benchmarks) logs as a node does, at
+/// `default_levels` unless `RUST_LOG` says otherwise. A subscriber installed earlier is kept.
+pub fn install_stderr_logs(default_levels: &str) {
+    let _ = tracing_subscriber::registry()
+        .with(stderr_logs(default_levels))
+        .try_init();
 }
 
 /// The filter: passes every event but openraft's per-RPC failure lines.

@@ -55,26 +55,28 @@ impl Registry {
                 Entry::Occupied(same) if same.get().resource == *resource => {
                     (Change::Unchanged, same.get().generation)
                 }
-                Entry::Occupied(mut stored) => {
+                entry => {
                     let generation = bump_generation(&mut self.state.generations, &key);
-                    stored.insert(Stored {
+                    let stored = Stored {
                         resource: resource.clone(),
                         generation,
-                    });
-                    (Change::Updated, generation)
-                }
-                Entry::Vacant(slot) => {
-                    let generation = bump_generation(&mut self.state.generations, &key);
-                    slot.insert(Stored {
-                        resource: resource.clone(),
-                        generation,
-                    });
-                    if key.kind == Kind::Webhook {
-                        self.state.webhooks_since.insert(key.clone(), at);
-                    }
-                    (Change::Created, generation)
+                    };
+                    let change = match entry {
+                        Entry::Occupied(mut old) => {
+                            old.insert(stored);
+                            Change::Updated
+                        }
+                        Entry::Vacant(slot) => {
+                            slot.insert(stored);
+                            Change::Created
+                        }
+                    };
+                    (change, generation)
                 }
             };
+            if change == Change::Created && key.kind == Kind::Webhook {
+                self.state.webhooks_since.insert(key.clone(), at);
+            }
             if change != Change::Unchanged {
                 self.note_change(index, &key);
             }

@@ -2,12 +2,13 @@
 
 use crate::disk::Disk;
 use crate::record::Entry;
+use futures::FutureExt;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tracing::Instrument;
 
 /// At most this many entries go into one write.
@@ -41,6 +42,9 @@ struct WriterState {
     // the entries before it. The writer drains everything per batch, so the queue only grows
     // while the disk is slower than the calls; `queued` counts it and a warning says so.
     tx: mpsc::UnboundedSender<Msg>,
+    /// Ends a batch's linger early: signalled by whoever queues a message someone waits on, or
+    /// a full batch. A fire-and-forget record does not wake the writer while it lingers.
+    hurry: Notify,
     closed: AtomicBool,
     /// Set when a write failed (or one was made to fail): from then on every entry is refused,
     /// at once, so callers that must not act without a record find out before they act.
@@ -78,6 +82,7 @@ impl AuditLog {
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = Arc::new(WriterState {
             tx,
+            hurry: Notify::new(),
             closed: AtomicBool::new(false),
             failure: Mutex::new(None),
             queued: AtomicU64::new(0),
@@ -137,6 +142,7 @@ impl AuditLog {
         if self.writer.tx.send(Msg::Flush(done)).is_err() {
             return Err(closed());
         }
+        self.writer.hurry.notify_one();
         answer.await.unwrap_or_else(|_| Err(closed()))
     }
 
@@ -145,6 +151,7 @@ impl AuditLog {
         self.writer.closed.store(true, Ordering::SeqCst);
         let (done, answer) = oneshot::channel();
         if self.writer.tx.send(Msg::Close(done)).is_ok() {
+            self.writer.hurry.notify_one();
             let _ = answer.await;
         }
     }
@@ -171,11 +178,20 @@ impl AuditLog {
                 "audit entries are queueing: the disk is slower than the calls"
             );
         }
-        let sent = self.writer.tx.send(Msg::Record { at_ms, entry, done });
-        if sent.is_err() {
+        let urgent = done.is_some() || queued.is_multiple_of(MAX_BATCH as u64);
+        if self
+            .writer
+            .tx
+            .send(Msg::Record { at_ms, entry, done })
+            .is_err()
+        {
             self.writer.queued.fetch_sub(1, Ordering::Relaxed);
+            return false;
         }
-        sent.is_ok()
+        if urgent {
+            self.writer.hurry.notify_one();
+        }
+        true
     }
 }
 
@@ -298,6 +314,9 @@ async fn write_loop(
             None => rx.recv().await,
         };
         let Some(first) = next else { break };
+        // A permit left by a message already queued would cut a later linger short: spent
+        // before the queue is drained, so one signalled after the drain still counts.
+        let _ = writer.hurry.notified().now_or_never();
         let mut msgs = vec![first];
         while msgs.len() < MAX_BATCH && !matches!(msgs.last(), Some(Msg::Close(_))) {
             match rx.try_recv() {
@@ -306,20 +325,16 @@ async fn write_loop(
             }
         }
         // Nobody waits on this batch: let it gather for a moment, so a steady trickle of
-        // fire-and-forget records costs one sync per LINGER rather than one per record. A
-        // durable record, a flush or a close ends the wait at once.
+        // fire-and-forget records costs one sync per LINGER rather than one per record. The
+        // writer sleeps meanwhile instead of taking each record as it comes (a wake-up of
+        // another thread per record); a durable record, a flush, a close or a full batch ends
+        // the wait at once.
         if !msgs.iter().any(Msg::urgent) {
-            let deadline = tokio::time::Instant::now() + LINGER;
-            while msgs.len() < MAX_BATCH {
-                match tokio::time::timeout_at(deadline, rx.recv()).await {
-                    Ok(Some(msg)) => {
-                        let urgent = msg.urgent();
-                        msgs.push(msg);
-                        if urgent {
-                            break;
-                        }
-                    }
-                    Ok(None) | Err(_) => break,
+            let _ = tokio::time::timeout(LINGER, writer.hurry.notified()).await;
+            while msgs.len() < MAX_BATCH && !matches!(msgs.last(), Some(Msg::Close(_))) {
+                match rx.try_recv() {
+                    Ok(msg) => msgs.push(msg),
+                    Err(_) => break,
                 }
             }
         }

@@ -296,6 +296,65 @@ async fn the_head_moves_at_most_once_per_interval_and_catches_up_after_it() {
     log.close().await;
 }
 
+/// Lets the writer take what is queued and start lingering (a test runtime of one thread).
+async fn let_the_writer_run() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_durable_record_ends_the_linger_and_takes_the_lingering_records_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    let started = tokio::time::Instant::now();
+    log.record(entry(1)).unwrap();
+    let_the_writer_run().await;
+    log.record(entry(2)).unwrap();
+    assert_eq!(log.stats().batches, 0, "the first record lingers");
+    let seq = log.record_durable(entry(3)).await.unwrap();
+    assert_eq!(seq, 3);
+    assert!(
+        started.elapsed() < crate::log::LINGER,
+        "the durable record waited out the linger: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        (log.stats().batches, log.stats().records),
+        (1, 3),
+        "one batch, one sync"
+    );
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_queued_while_a_batch_lingers_join_it_however_they_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), 1).unwrap();
+    // A durable record answered before leaves nothing behind that cuts the next linger short.
+    log.record_durable(entry(1)).await.unwrap();
+    log.record(entry(2)).unwrap();
+    let_the_writer_run().await;
+    for i in 3..=5 {
+        tokio::time::sleep(crate::log::LINGER / 8).await;
+        log.record(entry(i)).unwrap();
+    }
+    assert_eq!(
+        log.stats().batches,
+        1,
+        "the second batch is still lingering"
+    );
+    tokio::time::sleep(crate::log::LINGER).await;
+    let_the_writer_run().await;
+    log.flush().await.unwrap();
+    assert_eq!(
+        (log.stats().batches, log.stats().records),
+        (2, 5),
+        "records 2 to 5 went in one batch"
+    );
+    log.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_records_get_gapless_seqs() {
     let dir = tempfile::tempdir().unwrap();

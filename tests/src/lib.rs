@@ -108,6 +108,7 @@ impl NodeOptions {
             jwt: self.jwt.clone(),
             mcp: self.mcp.clone(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,
+            http_threads: gatehouse_node::front::threads(),
             a2a: Default::default(),
             otlp: None,
             tls: None,

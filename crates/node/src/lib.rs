@@ -9,4 +9,5 @@ pub mod cmd;
 pub mod config;
 pub mod exit;
 pub mod files;
+pub mod front;
 pub mod server;

@@ -2,8 +2,8 @@
 //! step into a cluster (bootstrap a new one, join an existing one, or carry on from disk).
 
 use crate::config::{JoinKey, ServeConfig, Start};
+use crate::front;
 use anyhow::{Context, bail};
-use axum::serve::ListenerExt;
 use gatehouse_actors::{Actors, Executor};
 use gatehouse_audit::AuditLog;
 use gatehouse_cluster::cluster::Cluster;
@@ -336,6 +336,7 @@ pub async fn start(config: ServeConfig) -> anyhow::Result<NodeHandle> {
             ),
             config.tls.as_ref().map(NodeTls::http_server),
             mcp_stop,
+            config.http_threads,
             stopped.clone(),
         )?,
         gatehouse_gateway::discovery::spawn_discovery(
@@ -476,43 +477,45 @@ where
     }))
 }
 
-/// Serves `router`, over TLS only when `tls` is given; on stop, ends the MCP front's sessions
-/// first (their event streams would otherwise hold the graceful shutdown open).
+/// Serves `router` on the front threads ([`front`]), over TLS only when `tls` is given; on
+/// stop, ends the MCP front's sessions first (their event streams would otherwise hold the
+/// graceful shutdown open).
 fn serve_http(
     listener: TcpListener,
     router: axum::Router,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     mcp_stop: CancellationToken,
-    mut stopped: watch::Receiver<bool>,
+    threads: usize,
+    stopped: watch::Receiver<bool>,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let shutdown = async move {
-        let _ = stopped.wait_for(|s| *s).await;
-        mcp_stop.cancel();
-    };
-    let Some(config) = tls else {
-        // An answer streamed as SSE is several small writes: without NODELAY each waits for the
-        // client's delayed ACK (40 ms).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::warn!(error = %e, "TCP_NODELAY not set on an HTTP connection");
-            }
-        });
-        return Ok(tokio::spawn(async move {
-            let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
-            if let Err(e) = served.await {
+    let serve = move |handoff: front::Handoff, mut stopped: watch::Receiver<bool>| {
+        let (router, tls, mcp_stop) = (router.clone(), tls.clone(), mcp_stop.clone());
+        async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                mcp_stop.cancel();
+            };
+            let served = match tls {
+                None => {
+                    axum::serve(handoff, router)
+                        .with_graceful_shutdown(shutdown)
+                        .await
+                }
+                Some(config) => match TlsListener::new(handoff, config, Plaintext::Http) {
+                    Ok(listener) => {
+                        axum::serve(listener, router)
+                            .with_graceful_shutdown(shutdown)
+                            .await
+                    }
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "HTTP listener failed");
             }
-        }));
-    };
-    // The TLS listener sets NODELAY itself.
-    let listener =
-        TlsListener::new(listener, config, Plaintext::Http).context("the HTTPS listener")?;
-    Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, router).with_graceful_shutdown(shutdown);
-        if let Err(e) = served.await {
-            tracing::error!(error = %e, "HTTPS listener failed");
         }
-    }))
+    };
+    front::spawn(listener, threads, stopped, serve).context("the HTTP front's threads")
 }
 
 /// Makes a one-node cluster: this node the only voter, a peer secret, and an admin principal

@@ -11,8 +11,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
@@ -45,11 +44,10 @@ impl TlsListener {
     /// Starts accepting on `listener` with TCP_NODELAY set on every connection; a client that
     /// skips TLS is answered in `plaintext`. Accepting, and every handshake still running, stop
     /// when this listener is dropped.
-    pub fn new(
-        listener: TcpListener,
-        config: Arc<ServerConfig>,
-        plaintext: Plaintext,
-    ) -> io::Result<Self> {
+    pub fn new<L>(listener: L, config: Arc<ServerConfig>, plaintext: Plaintext) -> io::Result<Self>
+    where
+        L: Listener<Io = TcpStream, Addr = SocketAddr>,
+    {
         let local = listener.local_addr()?;
         let (handshaken, ready) = mpsc::channel(16);
         let acceptor = TlsAcceptor::from(config);
@@ -89,7 +87,7 @@ impl Listener for TlsListener {
 /// Accepts until the listener's receiving end is dropped; each connection's handshake runs in
 /// a task of its own, bounded by [`HANDSHAKE_TIMEOUT`].
 async fn accept(
-    listener: TcpListener,
+    mut listener: impl Listener<Io = TcpStream, Addr = SocketAddr>,
     acceptor: TlsAcceptor,
     plaintext: Plaintext,
     handshaken: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
@@ -103,17 +101,10 @@ async fn accept(
                 () = handshaken.closed() => return,
             }
         }
+        // The listener retries what accepting fails with (out of descriptors: after a pause).
         let (tcp, peer) = tokio::select! {
             () = handshaken.closed() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors, most likely: give the others a moment to close.
-                    tracing::warn!(error = %e, "accepting an HTTPS connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = listener.accept() => accepted,
         };
         // An answer streamed as SSE is several small writes: without NODELAY each waits for the
         // client's delayed ACK (40 ms).

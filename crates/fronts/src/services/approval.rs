@@ -181,21 +181,32 @@ impl Approvals {
         intent: Entry,
     ) -> Result<(pb::CallRecord, u64), GatewayError> {
         let call_id = CallId(id.to_owned());
-        let done = || audit::call_state_now(&self.cluster.registry, &call_id);
+        // The record as the decision left it, taken as soon as it is applied here: by the time
+        // its outcome is on disk the call may have run on, and the answer is about the decision.
+        let mut decided = None;
+        let done = || {
+            let registry = self.cluster.registry.read();
+            let call = registry.call(&call_id);
+            decided = call.map(|c| (c.state.to_string(), call_record_to(c)));
+            decided
+                .as_ref()
+                .map_or("gone", |(state, _)| state)
+                .to_owned()
+        };
         let written =
             audit::propose_written_ahead(&self.audit, &self.cluster, intent, command, done)
                 .await
                 .map_err(|e| audit::unavailable(&e))?
                 .map_err(GatewayError::from);
-        let outcome = match &written {
-            Ok(_) => audit::call_state_now(&self.cluster.registry, &call_id),
-            Err(e) => refusal(e),
+        let outcome = match (&written, &decided) {
+            (Ok(_), Some((state, _))) => state.clone(),
+            (Ok(_), None) => "gone".to_owned(),
+            (Err(e), _) => refusal(e),
         };
         tracing::Span::current().record("outcome", outcome.as_str());
         let (_, log_index) = written?;
-        let registry = self.cluster.registry.read();
-        match registry.call(&call_id) {
-            Some(call) => Ok((call_record_to(call), log_index)),
+        match decided {
+            Some((_, call)) => Ok((call, log_index)),
             None => Err(GatewayError::internal(format!(
                 "call {id} is gone after the decision"
             ))),

@@ -1,7 +1,8 @@
 //! MCP upstreams over streamable HTTP. Each node keeps one client session per upstream and
 //! reuses it across calls; a session that fails, or whose URL or credential changed, is dropped
-//! and the next attempt opens a new one. Every session speaks through one pooled HTTP client, so
-//! calls reuse keep-alive connections instead of opening one each. A call is `tools/call` with
+//! and the next attempt opens a new one. Sessions are opened through one pooled HTTP client and
+//! calls posted through a pooled client of the calling thread's, so calls reuse keep-alive
+//! connections instead of opening one each. A call is `tools/call` with
 //! the tool's own name, the arguments, and in `_meta` the skill context, the idempotency key and
 //! the trace context.
 //!
@@ -80,6 +81,13 @@ impl Default for Sessions {
             http: client(),
         }
     }
+}
+
+thread_local! {
+    /// The pooled client a thread posts calls through. Each connection is driven by a task on
+    /// the runtime that opened it, so calls made on one of the node's HTTP front threads keep
+    /// to connections of that thread, and no other thread is woken to carry them.
+    static LOCAL_CLIENT: a2a_reqwest::Client = client();
 }
 
 /// The HTTP client MCP sessions speak through: connections kept alive and pooled (rmcp's own
@@ -346,8 +354,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
     params.meta = Some(meta(execution, traceparent));
     let shown = redact::url(url);
     tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "calling mcp upstream");
-    let mut called =
-        tokio::time::timeout(timeout, call_tool(&sessions.http, &open, bearer, &params)).await;
+    let mut called = tokio::time::timeout(timeout, call_tool(&open, bearer, &params)).await;
     if matches!(called, Ok(Called::Expired)) {
         // The upstream forgot the session and did not take the call: once more on a new one,
         // as rmcp's own client does.
@@ -356,8 +363,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
             Ok(open) => open,
             Err(e) => return Attempt::transient(Err(e)),
         };
-        called =
-            tokio::time::timeout(timeout, call_tool(&sessions.http, &open, bearer, &params)).await;
+        called = tokio::time::timeout(timeout, call_tool(&open, bearer, &params)).await;
     }
     let error = match called {
         Ok(Called::Answered(result)) => {
@@ -402,12 +408,7 @@ enum Called {
 
 /// One `tools/call` on `open`: posted by this task when the session allows it, else through
 /// rmcp's session.
-async fn call_tool(
-    http: &a2a_reqwest::Client,
-    open: &Open,
-    bearer: Option<&str>,
-    params: &CallToolRequestParams,
-) -> Called {
+async fn call_tool(open: &Open, bearer: Option<&str>, params: &CallToolRequestParams) -> Called {
     let Some(direct) = &open.direct else {
         return match open.session.call_tool(params.clone()).await {
             Ok(result) => Called::Answered(result),
@@ -422,7 +423,8 @@ async fn call_tool(
         id.clone(),
     );
     // reqwest's client bounds each event as rmcp's transport does by default (16 MiB).
-    let posted = http
+    let posted = LOCAL_CLIENT
+        .with(a2a_reqwest::Client::clone)
         .post_message(
             direct.url.clone(),
             message,

@@ -23,5 +23,8 @@ pub use env::{EnvSettings, NOT_SERVER_SETTINGS};
 pub use otlp::DEFAULT_OTLP_SERVICE_NAME;
 pub use problems::ConfigErrors;
 pub use raw::RawServeConfig;
-pub use serve::{A2aAdvertised, DEFAULT_READY_MAX_LAG, JoinKey, RaftTimings, ServeConfig, Start};
+pub use serve::{
+    A2aAdvertised, DEFAULT_READY_MAX_LAG, JoinKey, MAX_HTTP_THREADS, RaftTimings, ServeConfig,
+    Start,
+};
 pub use validate::MAX_APPROVAL_WAIT;

@@ -86,6 +86,10 @@ pub struct RawServeConfig {
     /// by more than this many entries (default 1000).
     #[arg(long)]
     pub ready_max_lag: Option<u64>,
+    /// Threads serving the HTTP listener (MCP, A2A, the console), each running its requests on
+    /// a runtime of its own; 0 serves it on the node's shared runtime (default: one per core).
+    #[arg(long)]
+    pub http_threads: Option<usize>,
     /// The base URL A2A peers reach this node's HTTP listener at (`https://gatehouse.example`),
     /// for the Agent Card's JSON-RPC interface. Default: the `Host` the peer used.
     #[arg(long)]
@@ -183,6 +187,7 @@ impl RawServeConfig {
             passivate_after_secs: self.passivate_after_secs.or(file.passivate_after_secs),
             call_retention_hours: self.call_retention_hours.or(file.call_retention_hours),
             ready_max_lag: self.ready_max_lag.or(file.ready_max_lag),
+            http_threads: self.http_threads.or(file.http_threads),
             a2a_public_url: self.a2a_public_url.or(file.a2a_public_url),
             a2a_grpc_url: self.a2a_grpc_url.or(file.a2a_grpc_url),
             otlp_endpoint: self.otlp_endpoint.or(file.otlp_endpoint),

@@ -31,6 +31,8 @@ pub struct ServeConfig {
     pub mcp: McpSettings,
     /// `/readyz` fails while applied trails the leader's commit index by more entries.
     pub ready_max_lag: u64,
+    /// Threads serving the HTTP listener; 0: the node's shared runtime (`front`).
+    pub http_threads: usize,
     /// Where A2A peers reach this node, when not where it listens.
     pub a2a: A2aAdvertised,
     /// Where spans are exported; `None`: nowhere.
@@ -59,6 +61,7 @@ impl fmt::Debug for ServeConfig {
             .field("jwt", &self.jwt)
             .field("mcp", &self.mcp)
             .field("ready_max_lag", &self.ready_max_lag)
+            .field("http_threads", &self.http_threads)
             .field("a2a", &self.a2a)
             .field("otlp", &self.otlp)
             .field("tls", &self.tls)
@@ -143,6 +146,9 @@ impl Default for RaftTimings {
 
 /// How far (in log entries) a node may trail the leader's commit index and still be ready.
 pub const DEFAULT_READY_MAX_LAG: u64 = 1_000;
+
+/// The most threads `http-threads` may ask for.
+pub const MAX_HTTP_THREADS: usize = 256;
 
 /// The addresses the Agent Card gives, when peers reach the node through a proxy or a published
 /// port rather than where it listens.

@@ -7,7 +7,8 @@ use super::otlp::otlp_settings;
 use super::problems::{Checked, ConfigErrors, Problems};
 use super::raw::RawServeConfig;
 use super::serve::{
-    A2aAdvertised, DEFAULT_READY_MAX_LAG, JoinKey, RaftTimings, ServeConfig, Start,
+    A2aAdvertised, DEFAULT_READY_MAX_LAG, JoinKey, MAX_HTTP_THREADS, RaftTimings, ServeConfig,
+    Start,
 };
 use super::tls::{TlsFiles, tls_settings};
 use gatehouse_actors::ActorSettings;
@@ -56,6 +57,7 @@ impl RawServeConfig {
             self.mcp_allowed_origins,
             self.mcp_allowed_hosts,
         ));
+        let http_threads = problems.keep(http_threads(self.http_threads));
         let a2a = problems.keep(a2a_advertised(self.a2a_public_url, self.a2a_grpc_url));
         let otlp = problems.keep(otlp_settings(self.otlp_endpoint, self.otlp_service_name));
         let tls = problems.keep(tls_settings(TlsFiles {
@@ -86,6 +88,7 @@ impl RawServeConfig {
             jwt,
             mcp,
             ready_max_lag: self.ready_max_lag.unwrap_or(DEFAULT_READY_MAX_LAG),
+            http_threads,
             a2a,
             otlp,
             tls,
@@ -122,6 +125,21 @@ fn listen_addr(name: &str, value: Option<String>) -> Checked<SocketAddr> {
             SocketAddr::from(([127, 0, 0, 1], 0)),
             vec![format!(
                 "{name}: {text:?} is not host:port (an IP address and a port)"
+            )],
+        ),
+    }
+}
+
+/// Threads for the HTTP listener: one per core unless set, at most [`MAX_HTTP_THREADS`].
+fn http_threads(value: Option<usize>) -> Checked<usize> {
+    match value {
+        None => Checked::ok(crate::front::threads()),
+        Some(n) if n <= MAX_HTTP_THREADS => Checked::ok(n),
+        Some(n) => Checked::with(
+            MAX_HTTP_THREADS,
+            vec![format!(
+                "http-threads: {n} is more than {MAX_HTTP_THREADS}; one per core is the most \
+                 that helps"
             )],
         ),
     }

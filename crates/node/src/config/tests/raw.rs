@@ -1,6 +1,6 @@
 //! The file's shape, and the flags laid over it.
 
-use crate::config::{DEFAULT_READY_MAX_LAG, JoinKey, RawServeConfig, Start};
+use crate::config::{DEFAULT_READY_MAX_LAG, JoinKey, MAX_HTTP_THREADS, RawServeConfig, Start};
 use std::time::Duration;
 
 /// The README's configuration table is the reference operators read: a setting missing
@@ -62,6 +62,23 @@ fn ready_max_lag_is_read_from_the_file_and_a_flag_wins() {
         ..Default::default()
     };
     assert_eq!(flags.over(file).validate(None).unwrap().ready_max_lag, 7);
+}
+
+#[test]
+fn http_threads_default_to_one_per_core_and_are_bounded() {
+    let file: RawServeConfig = toml::from_str("node-id = 1\ndata-dir = \"/d\"\n").unwrap();
+    let config = file.clone().validate(None).unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(config.http_threads, cores);
+    let shared: RawServeConfig =
+        toml::from_str("node-id = 1\ndata-dir = \"/d\"\nhttp-threads = 0\n").unwrap();
+    assert_eq!(shared.validate(None).unwrap().http_threads, 0);
+    let too_many = RawServeConfig {
+        http_threads: Some(MAX_HTTP_THREADS + 1),
+        ..Default::default()
+    };
+    let err = too_many.over(file).validate(None).unwrap_err().to_string();
+    assert!(err.contains("http-threads"), "{err}");
 }
 
 #[test]

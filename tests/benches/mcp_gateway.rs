@@ -28,6 +28,8 @@ const HELP: &str = "usage: mcp_gateway [--calls N] [--rounds R] [--sessions C] [
   --rounds R     rounds; each runs every route, sequential and concurrent (default 3)
   --sessions C   concurrent sessions in the concurrent runs (default 16)
   --direct-only  only the direct runs (no gateway process)
+  --memory N     after the rounds, open N MCP sessions (2025-11-25, initialize) on the
+                 gateway and print its resident memory before and after, per session
   --compare NAME=CMD
                  another MCP gateway, started by the shell command CMD, put beside Gatehouse:
                  {config} in CMD is the filled config file, {host} {port} {upstream} the
@@ -48,6 +50,7 @@ struct Settings {
     rounds: usize,
     sessions: usize,
     direct_only: bool,
+    memory_sessions: usize,
     compare: Option<compare::Spec>,
 }
 
@@ -57,6 +60,7 @@ fn parse() -> anyhow::Result<Option<Settings>> {
         rounds: 3,
         sessions: 16,
         direct_only: false,
+        memory_sessions: 0,
         compare: None,
     };
     let (mut config, mut path, mut tool) = (None, None, None);
@@ -71,6 +75,7 @@ fn parse() -> anyhow::Result<Option<Settings>> {
             "--rounds" => s.rounds = value()?.parse()?,
             "--sessions" => s.sessions = value()?.parse()?,
             "--direct-only" => s.direct_only = true,
+            "--memory" => s.memory_sessions = value()?.parse()?,
             "--compare" => s.compare = Some(compare::Spec::parse(&value()?)?),
             "--compare-config" => config = Some(std::path::PathBuf::from(value()?)),
             "--compare-path" => path = Some(value()?),
@@ -310,6 +315,16 @@ fn main() -> anyhow::Result<()> {
                 routes[2].name,
             );
         }
+    }
+    if let Some(g) = gatehouse.as_ref().filter(|_| settings.memory_sessions > 0) {
+        let before = gateway::resident_kib(g.pid())?;
+        let opened = runtime.block_on(g.open_sessions(settings.memory_sessions))?;
+        let after = gateway::resident_kib(g.pid())?;
+        println!(
+            "\ngatehouse resident memory: {before} KiB after the rounds, {after} KiB with {opened} \
+             MCP sessions open: {:.1} KiB per session",
+            after.saturating_sub(before) as f64 / opened.max(1) as f64
+        );
     }
     drop(other);
     drop(gatehouse);

@@ -2,8 +2,8 @@
 //! own; the node's listener, on the shared runtime, hands accepted connections to them in turn.
 //! A request, the upstream call it makes and its answer then stay on one thread from the first
 //! byte to the last: on the shared runtime they moved between its workers, each waking the
-//! other about once per call (futex and eventfd syscalls, context switches), which cost a
-//! read-only MCP call about a tenth of its CPU (README, "The MCP front").
+//! other about once per call (futex and eventfd syscalls, context switches), about a quarter
+//! of a sequential read-only MCP call's CPU (README, "The MCP front").
 //!
 //! What a request spawns (an MCP session's tasks, an A2A stream) runs on its thread's runtime,
 //! which lives until the node stops; actors, Raft, the audit writer and everything else stay on

@@ -147,6 +147,62 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// Opens `n` MCP sessions as a 2025-11-25 client does (`initialize`, then `initialized`)
+    /// and leaves them open; answers how many the gateway gave a session id.
+    pub async fn open_sessions(&self, n: usize) -> anyhow::Result<usize> {
+        let http = reqwest::Client::new();
+        let mut opened = 0;
+        for i in 0..n {
+            let initialize = json!({
+                "jsonrpc": "2.0", "id": i, "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench-memory", "version": "0"},
+                },
+            });
+            let answer = http
+                .post(&self.mcp_url)
+                .bearer_auth(AGENT_KEY)
+                .header("Accept", "application/json, text/event-stream")
+                .json(&initialize)
+                .send()
+                .await?;
+            let Some(session) = answer.headers().get("mcp-session-id").cloned() else {
+                bail!(
+                    "initialize was answered HTTP {} without a session",
+                    answer.status()
+                );
+            };
+            answer.bytes().await?;
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            http.post(&self.mcp_url)
+                .bearer_auth(AGENT_KEY)
+                .header("Accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&initialized)
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            opened += 1;
+        }
+        Ok(opened)
+    }
+}
+
+/// A process's resident memory, from /proc/<pid>/status.
+pub fn resident_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in /proc/<pid>/status")
+}
+
 fn resources(upstream_url: &str) -> Vec<gatehouse_proto::v1::Resource> {
     let tool = |name: &str, description: &str, schema: serde_json::Value| {
         resource(

@@ -2,12 +2,12 @@
 //! effective mode of one call, with the rule that produced it. Rules only ever lower a mode:
 //! the effective mode can never exceed the declared maximum, nor leave the taxonomy.
 
-use crate::canonical::sha256_hex;
 use crate::glob::tool_matches;
 use crate::mode::ApprovalMode;
 use crate::resource::{Budget, CompareOp, Condition, ModeSource, PolicySpec, Role, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// How long a pending call waits for approvals when no policy says otherwise.
 pub const DEFAULT_APPROVAL_TTL_SECONDS: u64 = 3_600;
@@ -179,17 +179,16 @@ pub fn decide(input: &PolicyInput<'_>) -> Result<Decision, Refusal> {
         .min_by(|a, b| (a.calls * b.per_seconds).cmp(&(b.calls * a.per_seconds)))
         .cloned();
 
-    let id_input = serde_json::json!({
-        "tenant": input.tenant,
-        "tool": input.tool_name,
-        "toolGeneration": input.tool_generation,
-        "policyGeneration": input.policy_generation,
-        "args": input.args_sha256,
-        "roles": input.roles,
-        "effective": effective,
-        "rule": rule,
+    let id = decision_id(&DecisionIdInput {
+        args: input.args_sha256,
+        effective,
+        policy_generation: input.policy_generation,
+        roles: input.roles,
+        rule: &rule,
+        tenant: input.tenant,
+        tool: input.tool_name,
+        tool_generation: input.tool_generation,
     });
-    let id = format!("pd_{}", &sha256_hex(id_input.to_string().as_bytes())[..24]);
     Ok(Decision {
         id,
         declared,
@@ -203,6 +202,41 @@ pub fn decide(input: &PolicyInput<'_>) -> Result<Decision, Refusal> {
         tool_generation: input.tool_generation,
         policy_generation: input.policy_generation,
     })
+}
+
+/// What a decision's id is the hash of: its inputs and its outcome. Serialised, it is the JSON
+/// object serde_json writes for them as a `Value` (members in name order, no white space), so
+/// ids stay what they were when they were hashed from one.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DecisionIdInput<'a> {
+    args: &'a str,
+    effective: ApprovalMode,
+    policy_generation: u64,
+    roles: &'a [Role],
+    rule: &'a Option<RuleRef>,
+    tenant: &'a str,
+    tool: &'a str,
+    tool_generation: u64,
+}
+
+/// `pd_` and the first 24 hex digits of the SHA-256 of the input's JSON, written straight into
+/// the hash (no `Value` built, no text kept).
+fn decision_id(input: &DecisionIdInput<'_>) -> String {
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(Sha256::new());
+    // Serialising these fields cannot fail, and neither can the writer.
+    let _ = serde_json::to_writer(&mut hashing, input);
+    format!("pd_{}", hex::encode(&hashing.0.finalize()[..12]))
 }
 
 /// A condition on an argument absent from the call does not hold, so the mode stays higher.

@@ -9,20 +9,21 @@
 //! rmcp opens the session (the handshake, the version) and keeps it. A call on a session of a
 //! revision before 2026-07-28 is posted by the calling task itself, with the headers rmcp's
 //! worker would send (`Mcp-Session-Id` if the upstream gave one, `MCP-Protocol-Version`), and
-//! its answer read from the response: rmcp's client would pass it through its service task and
-//! transport worker, four hand-offs between tasks per call. A 2026-07-28 session's calls go
-//! through rmcp.
+//! its answer read from the response (`mcp_post.rs`): rmcp's client would pass it through its
+//! service task and transport worker, four hand-offs between tasks per call. A 2026-07-28
+//! session's calls go through rmcp.
 
+use super::mcp_post;
 use super::resilience::Attempt;
-use futures::StreamExt;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};
 use gatehouse_registry::redact;
-use http::{HeaderName, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientJsonRpcMessage,
     ClientRequest, ErrorData, JsonObject, MetaObject, ProtocolVersion, RequestId,
-    RequestMetaObject, ServerJsonRpcMessage, ServerResult, Tool,
+    RequestMetaObject, Tool,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -53,13 +54,14 @@ struct Open {
     direct: Option<Direct>,
 }
 
-/// What a call posted by the calling task carries besides its body.
+/// What a call posted by the calling task carries besides its body, made once per session.
 struct Direct {
-    url: Arc<str>,
-    /// None for an upstream that keeps no sessions.
-    session_id: Option<Arc<str>>,
-    /// `MCP-Protocol-Version`: the revision the handshake settled on.
-    headers: HashMap<HeaderName, HeaderValue>,
+    url: a2a_reqwest::Url,
+    /// `Accept` and `Content-Type` as rmcp's client sends them, `MCP-Protocol-Version` (the
+    /// revision the handshake settled on), the session id if the upstream keeps sessions, and
+    /// the credential.
+    headers: HeaderMap,
+    in_session: bool,
     /// Ids of the calls posted directly; strings, apart from the numbers rmcp's own requests on
     /// the session take.
     next_id: AtomicU64,
@@ -134,7 +136,7 @@ impl Sessions {
             session_id: Arc::default(),
         };
         let session = connect(&recording, url, bearer, timeout).await?;
-        let direct = direct(&session, recording.session_id.get().cloned(), url);
+        let direct = direct(&session, recording.session_id.get().cloned(), url, bearer);
         let open = Arc::new(Open {
             url: url.to_owned(),
             bearer: bearer.map(str::to_owned),
@@ -165,16 +167,41 @@ impl Sessions {
 /// How the calls of `session` are posted directly: when the handshake settled on a revision before
 /// 2026-07-28, whose requests carry no `Mcp-Method`/`Mcp-Name` headers; with the session id the
 /// upstream gave, if it keeps sessions.
-fn direct(session: &Session, session_id: Option<Arc<str>>, url: &str) -> Option<Direct> {
+fn direct(
+    session: &Session,
+    session_id: Option<Arc<str>>,
+    url: &str,
+    bearer: Option<&str>,
+) -> Option<Direct> {
     let version = session.peer_info()?.protocol_version.clone();
     if version >= ProtocolVersion::STANDARD_HEADERS {
         return None;
     }
-    let value = HeaderValue::from_str(version.as_str()).ok()?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("text/event-stream, application/json"),
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        HeaderName::from_static("mcp-protocol-version"),
+        HeaderValue::from_str(version.as_str()).ok()?,
+    );
+    if let Some(id) = &session_id {
+        headers.insert(
+            HeaderName::from_static("mcp-session-id"),
+            HeaderValue::from_str(id).ok()?,
+        );
+    }
+    if let Some(token) = bearer {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+        value.set_sensitive(true);
+        headers.insert(AUTHORIZATION, value);
+    }
     Some(Direct {
-        url: url.into(),
-        session_id,
-        headers: HashMap::from([(HeaderName::from_static("mcp-protocol-version"), value)]),
+        url: a2a_reqwest::Url::parse(url).ok()?,
+        headers,
+        in_session: session_id.is_some(),
         next_id: AtomicU64::new(1),
     })
 }
@@ -354,7 +381,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
     params.meta = Some(meta(execution, traceparent));
     let shown = redact::url(url);
     tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "calling mcp upstream");
-    let mut called = tokio::time::timeout(timeout, call_tool(&open, bearer, &params)).await;
+    let mut called = tokio::time::timeout(timeout, call_tool(&open, &params)).await;
     if matches!(called, Ok(Called::Expired)) {
         // The upstream forgot the session and did not take the call: once more on a new one,
         // as rmcp's own client does.
@@ -363,7 +390,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
             Ok(open) => open,
             Err(e) => return Attempt::transient(Err(e)),
         };
-        called = tokio::time::timeout(timeout, call_tool(&open, bearer, &params)).await;
+        called = tokio::time::timeout(timeout, call_tool(&open, &params)).await;
     }
     let error = match called {
         Ok(Called::Answered(result)) => {
@@ -396,7 +423,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
 }
 
 /// What came of one `tools/call` on a session.
-enum Called {
+pub(super) enum Called {
     Answered(CallToolResult),
     /// The upstream answered with a JSON-RPC error.
     Refused(ErrorData),
@@ -408,7 +435,7 @@ enum Called {
 
 /// One `tools/call` on `open`: posted by this task when the session allows it, else through
 /// rmcp's session.
-async fn call_tool(open: &Open, bearer: Option<&str>, params: &CallToolRequestParams) -> Called {
+async fn call_tool(open: &Open, params: &CallToolRequestParams) -> Called {
     let Some(direct) = &open.direct else {
         return match open.session.call_tool(params.clone()).await {
             Ok(result) => Called::Answered(result),
@@ -422,60 +449,20 @@ async fn call_tool(open: &Open, bearer: Option<&str>, params: &CallToolRequestPa
         ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
         id.clone(),
     );
-    // reqwest's client bounds each event as rmcp's transport does by default (16 MiB).
-    let posted = LOCAL_CLIENT
-        .with(a2a_reqwest::Client::clone)
-        .post_message(
-            direct.url.clone(),
-            message,
-            direct.session_id.clone(),
-            bearer.map(str::to_owned),
-            direct.headers.clone(),
-        )
-        .await;
-    match posted {
-        Ok(StreamableHttpPostResponse::Json(message, _)) => answer_to(&id, message)
-            .unwrap_or_else(|| Called::Failed("the upstream answered another request".into())),
-        Ok(StreamableHttpPostResponse::Sse(mut events, _)) => {
-            while let Some(event) = events.next().await {
-                let data = match event {
-                    Ok(event) => event.data,
-                    Err(e) => return Called::Failed(format!("reading the upstream's stream: {e}")),
-                };
-                let Some(message) = data
-                    .as_deref()
-                    .and_then(|data| serde_json::from_str::<ServerJsonRpcMessage>(data).ok())
-                else {
-                    continue;
-                };
-                // Notifications (progress, logs) and requests of the server are not this call's
-                // answer; nobody here answers a request the server makes.
-                if let Some(called) = answer_to(&id, message) {
-                    return called;
-                }
-            }
-            Called::Failed("the upstream's stream ended without an answer".into())
-        }
-        Ok(_) => Called::Failed("the upstream accepted the call without answering it".into()),
-        Err(StreamableHttpError::SessionExpired) => Called::Expired,
-        Err(e) => Called::Failed(e.to_string()),
-    }
-}
-
-/// `message` as the answer to the request `id`; `None` when it answers nothing of it.
-fn answer_to(id: &RequestId, message: ServerJsonRpcMessage) -> Option<Called> {
-    match message {
-        ServerJsonRpcMessage::Response(response) if response.id == *id => {
-            Some(match response.result {
-                ServerResult::CallToolResult(result) => Called::Answered(result),
-                _ => Called::Failed(
-                    "the upstream answered tools/call with another kind of result".into(),
-                ),
-            })
-        }
-        ServerJsonRpcMessage::Error(error) if error.id.as_ref() == Some(id) => {
-            Some(Called::Refused(error.error))
-        }
-        _ => None,
-    }
+    let body = match serde_json::to_vec(&message) {
+        Ok(body) => body,
+        Err(e) => return Called::Failed(format!("the call does not serialize: {e}")),
+    };
+    let to = mcp_post::Target {
+        url: &direct.url,
+        headers: &direct.headers,
+        in_session: direct.in_session,
+    };
+    mcp_post::post(
+        &LOCAL_CLIENT.with(a2a_reqwest::Client::clone),
+        to,
+        &id,
+        body,
+    )
+    .await
 }

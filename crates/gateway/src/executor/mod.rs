@@ -17,6 +17,7 @@ pub mod a2a;
 pub mod builtin;
 mod http;
 pub(crate) mod mcp;
+mod mcp_post;
 mod resilience;
 
 use crate::telemetry;

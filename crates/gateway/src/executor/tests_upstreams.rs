@@ -196,6 +196,23 @@ async fn an_upstream_stream_answers_a_call_only_with_that_calls_own_answer() {
     assert!(err.message.contains("without an answer"), "{err}");
 }
 
+#[tokio::test]
+async fn an_upstream_stream_is_read_no_further_than_its_bound() {
+    // One event bigger than any answer may be, then the call's answer: the gateway stops reading
+    // at the bound and fails the call, instead of holding whatever the upstream sends.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"{}"}}}}"#,
+        "x".repeat(super::mcp_post::MAX_ANSWER)
+    );
+    let addr = scripted_upstream(vec![
+        Box::leak(huge.into_boxed_str()),
+        r#"{"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"real"}]}}"#,
+    ])
+    .await;
+    let err = echo_at(addr).await.unwrap_err();
+    assert!(err.message.contains("larger than"), "{err}");
+}
+
 /// `kb.echo` of a trusted MCP upstream at `addr`.
 async fn echo_at(addr: SocketAddr) -> Result<ToolOutput, ExecError> {
     let executor = node_executor(registry(&mcp_upstream(addr, "trusted: true")));

@@ -442,3 +442,48 @@ proptest! {
         }
     }
 }
+
+/// The id as it was first defined: the hash of the `Value` the inputs make, as text.
+fn id_from_a_value(input: &DecisionIdInput<'_>) -> String {
+    let value = json!({
+        "tenant": input.tenant,
+        "tool": input.tool,
+        "toolGeneration": input.tool_generation,
+        "policyGeneration": input.policy_generation,
+        "args": input.args,
+        "roles": input.roles,
+        "effective": input.effective,
+        "rule": input.rule,
+    });
+    format!(
+        "pd_{}",
+        &crate::canonical::sha256_hex(value.to_string().as_bytes())[..24]
+    )
+}
+
+proptest! {
+    #[test]
+    fn a_decision_id_is_the_same_hash_a_value_of_its_inputs_gives(
+        tenant in "[a-z\"\\\\é-]{0,12}",
+        tool in "[a-z.\u{1F600}]{0,12}",
+        args in "[0-9a-f]{64}",
+        tool_generation in any::<u64>(),
+        policy_generation in any::<u64>(),
+        roles in proptest::sample::subsequence(vec![Role::Agent, Role::Approver, Role::Admin, Role::Operator], 0..4),
+        effective in proptest::sample::select(ApprovalMode::ALL.to_vec()),
+        rule in proptest::option::of(("[a-z-]{1,8}", "[a-z \"]{1,8}")),
+    ) {
+        let rule = rule.map(|(policy, rule)| RuleRef { policy, rule });
+        let input = DecisionIdInput {
+            args: &args,
+            effective,
+            policy_generation,
+            roles: &roles,
+            rule: &rule,
+            tenant: &tenant,
+            tool: &tool,
+            tool_generation,
+        };
+        prop_assert_eq!(decision_id(&input), id_from_a_value(&input));
+    }
+}

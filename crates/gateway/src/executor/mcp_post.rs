@@ -1,0 +1,241 @@
+//! A `tools/call` posted to an MCP upstream by the calling task (`mcp.rs` says when), and its
+//! answer read from the response. The answer to a `tools/call` is read as what the spec says it
+//! is, a `CallToolResult`, instead of as rmcp's `ServerJsonRpcMessage`, whose untagged enums are
+//! tried one variant after another (about 5 us of a call's CPU; README, "The MCP front"). The
+//! request is built once per session (`Direct` in `mcp.rs`), not through rmcp's per-call
+//! request building.
+
+use super::mcp::Called;
+use a2a_reqwest::header::{CONTENT_TYPE, HeaderMap};
+use a2a_reqwest::{Client, Response, StatusCode, Url};
+use futures::StreamExt;
+use rmcp::model::{CallToolResult, ErrorData, JsonRpcVersion2_0, RequestId};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use sse_stream::SseStream;
+use std::io;
+
+/// The most of a JSON answer, or of a call's whole event stream, that is read (rmcp's client
+/// bounds a JSON answer, and each event, by the same).
+pub(super) const MAX_ANSWER: usize = 16 * 1024 * 1024;
+/// The most of an error status's body that is read for a JSON-RPC error in it.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The most of an error body that goes into the failure's message.
+const SHOWN_ERROR_BODY: usize = 512;
+
+/// Where a call goes and the headers it carries (`Accept`, `Content-Type`, the protocol version,
+/// the session id, the credential).
+pub(super) struct Target<'a> {
+    pub url: &'a Url,
+    pub headers: &'a HeaderMap,
+    /// The request names a session: a 404 means the upstream forgot it.
+    pub in_session: bool,
+}
+
+/// Posts `body` (the JSON-RPC request `id`) and reads what came of it.
+pub(super) async fn post(http: &Client, to: Target<'_>, id: &RequestId, body: Vec<u8>) -> Called {
+    let request = http
+        .post(to.url.clone())
+        .headers(to.headers.clone())
+        .body(body);
+    match request.send().await {
+        Ok(response) => read_answer(id, response, to.in_session).await,
+        Err(e) => Called::Failed(e.to_string()),
+    }
+}
+
+/// The call's answer in the upstream's response: a JSON body, or the first event of a stream
+/// that answers this call (notifications, the server's requests and other answers are
+/// skipped).
+async fn read_answer(id: &RequestId, mut response: Response, in_session: bool) -> Called {
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND && in_session {
+        return Called::Expired;
+    }
+    if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+        return Called::Failed("the upstream accepted the call without answering it".into());
+    }
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let json = content_type.starts_with("application/json");
+    if !status.is_success() {
+        let body = read_body(&mut response, MAX_ERROR_BODY)
+            .await
+            .unwrap_or_default();
+        // A JSON-RPC error for this call is the upstream's refusal of it.
+        if json && let Some(refused @ Called::Refused(_)) = answer_in(id, &body) {
+            return refused;
+        }
+        let shown = String::from_utf8_lossy(&body[..body.len().min(SHOWN_ERROR_BODY)]);
+        return Called::Failed(format!("HTTP {status}: {shown}"));
+    }
+    if json {
+        return match read_body(&mut response, MAX_ANSWER).await {
+            Ok(body) => answer_in(id, &body)
+                .unwrap_or_else(|| Called::Failed("the upstream answered another request".into())),
+            Err(e) => Called::Failed(e.to_string()),
+        };
+    }
+    if content_type.starts_with("text/event-stream") {
+        return answer_in_stream(id, response).await;
+    }
+    Called::Failed(format!(
+        "the upstream answered with content type {content_type:?}"
+    ))
+}
+
+/// The response's body, refused past `max` bytes.
+async fn read_body(response: &mut Response, max: usize) -> io::Result<Vec<u8>> {
+    let declared = response.content_length().unwrap_or(0) as usize;
+    let mut body = Vec::with_capacity(declared.min(max));
+    while let Some(chunk) = response.chunk().await.map_err(io::Error::other)? {
+        if body.len() + chunk.len() > max {
+            return Err(too_large(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn too_large(max: usize) -> io::Error {
+    io::Error::other(format!("the upstream's answer is larger than {max} bytes"))
+}
+
+/// The first event of the stream that answers the call; the stream is read up to
+/// [`MAX_ANSWER`] bytes in all.
+async fn answer_in_stream(id: &RequestId, response: Response) -> Called {
+    let chunks = futures::stream::unfold((Some(response), 0usize), |(response, read)| async move {
+        let mut response = response?;
+        let chunk: io::Result<_> = match response.chunk().await {
+            Ok(Some(chunk)) if read + chunk.len() > MAX_ANSWER => Err(too_large(MAX_ANSWER)),
+            Ok(Some(chunk)) => {
+                let read = read + chunk.len();
+                return Some((Ok(chunk), (Some(response), read)));
+            }
+            Ok(None) => return None,
+            Err(e) => Err(io::Error::other(e)),
+        };
+        Some((chunk, (None, read)))
+    });
+    let mut events = std::pin::pin!(SseStream::from_bytes_stream(chunks));
+    while let Some(event) = events.next().await {
+        let data = match event {
+            Ok(event) => event.data,
+            Err(e) => return Called::Failed(format!("reading the upstream's stream: {e}")),
+        };
+        if let Some(called) = data.and_then(|data| answer_in(id, data.as_bytes())) {
+            return called;
+        }
+    }
+    Called::Failed("the upstream's stream ended without an answer".into())
+}
+
+/// One JSON-RPC message from the upstream, as far as telling this call's answer needs.
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[allow(dead_code)]
+    jsonrpc: JsonRpcVersion2_0,
+    id: Option<RequestId>,
+    /// Present on a request or notification of the server's, which answers nothing.
+    method: Option<IgnoredAny>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    error: Option<ErrorData>,
+}
+
+/// The call `id`'s answer in one message: its result (a `CallToolResult`, or a failure when it
+/// is not one), or its JSON-RPC error. `None` when the message answers nothing of it: a
+/// notification, a request of the server's, another request's answer, or not JSON-RPC at all.
+pub(super) fn answer_in(id: &RequestId, message: &[u8]) -> Option<Called> {
+    let message: Message<'_> = serde_json::from_slice(message).ok()?;
+    if message.method.is_some() || message.id.as_ref() != Some(id) {
+        return None;
+    }
+    match (message.result, message.error) {
+        (Some(result), None) => Some(match serde_json::from_str::<CallToolResult>(result.get()) {
+            Ok(result) => Called::Answered(result),
+            Err(_) => Called::Failed(
+                "the upstream answered tools/call with another kind of result".into(),
+            ),
+        }),
+        (None, Some(error)) => Some(Called::Refused(error)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ServerJsonRpcMessage, ServerResult};
+    use serde_json::json;
+
+    fn id() -> RequestId {
+        RequestId::String("gatehouse-7".into())
+    }
+
+    fn read(message: serde_json::Value) -> Option<Called> {
+        answer_in(&id(), message.to_string().as_bytes())
+    }
+
+    /// What rmcp's client makes of the same message, for a result it takes for a tool's.
+    fn as_rmcp_reads_it(message: &serde_json::Value) -> CallToolResult {
+        match serde_json::from_value::<ServerJsonRpcMessage>(message.clone()).unwrap() {
+            ServerJsonRpcMessage::Response(r) => match r.result {
+                ServerResult::CallToolResult(result) => result,
+                other => panic!("rmcp read {other:?}"),
+            },
+            other => panic!("rmcp read {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tools_answer_is_read_as_rmcp_reads_it() {
+        for result in [
+            json!({"content": [{"type": "text", "text": "hi"}]}),
+            json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+            json!({"content": [], "structuredContent": {"n": 1}, "_meta": {"k": "v"}}),
+            json!({"structuredContent": null}),
+            json!({"content": [{"type": "image", "data": "aGk=", "mimeType": "image/png"}]}),
+        ] {
+            let message = json!({"jsonrpc": "2.0", "id": "gatehouse-7", "result": result});
+            let Some(Called::Answered(read)) = read(message.clone()) else {
+                panic!("{message} was not read as an answer");
+            };
+            assert_eq!(read, as_rmcp_reads_it(&message), "{message}");
+        }
+    }
+
+    #[test]
+    fn only_this_calls_own_answer_or_error_counts() {
+        let other_id = json!({"jsonrpc": "2.0", "id": "gatehouse-8", "result": {"content": []}});
+        assert!(read(other_id).is_none());
+        let numeric = json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}});
+        assert!(read(numeric).is_none());
+        let servers_request = json!({"jsonrpc": "2.0", "id": "gatehouse-7", "method": "ping"});
+        assert!(read(servers_request).is_none());
+        let notification = json!({"jsonrpc": "2.0", "method": "notifications/progress"});
+        assert!(read(notification).is_none());
+        let not_json_rpc =
+            json!({"jsonrpc": "1.0", "id": "gatehouse-7", "result": {"content": []}});
+        assert!(read(not_json_rpc).is_none());
+        assert!(answer_in(&id(), b"not json").is_none());
+
+        let error = json!({"jsonrpc": "2.0", "id": "gatehouse-7",
+            "error": {"code": -32602, "message": "bad arguments"}});
+        let Some(Called::Refused(e)) = read(error) else {
+            panic!("an error for this call is its refusal");
+        };
+        assert_eq!(e.message, "bad arguments");
+
+        let listing = json!({"jsonrpc": "2.0", "id": "gatehouse-7", "result": {"tools": []}});
+        let Some(Called::Failed(why)) = read(listing) else {
+            panic!("a result that is no tool's result is a failure");
+        };
+        assert!(why.contains("another kind of result"), "{why}");
+    }
+}

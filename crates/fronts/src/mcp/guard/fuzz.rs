@@ -253,3 +253,103 @@ proptest! {
         prop_assert_eq!(got, expected);
     }
 }
+
+/// `tools/call` requests with their params assembled from right and wrong parts: names,
+/// arguments, `_meta` (with the revision's keys or others, or not an object), the fields of later
+/// revisions, unknown ones; ids of every kind; now and then another method, a result beside the
+/// params, or another version.
+fn tools_call_message() -> impl Strategy<Value = Value> {
+    let meta = prop_oneof![
+        Just(json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        })),
+        Just(json!({"progressToken": 3, "dev.gatehouse/idempotency-key": "k"})),
+        Just(json!(null)),
+        Just(json!([1])),
+        any_json(),
+    ];
+    (
+        prop::sample::select(vec![json!("2.0"), json!("2.0"), json!("2.0"), json!("1.0")]),
+        prop_oneof![
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z0-9-]{0,12}".prop_map(|s| json!(s)),
+            Just(json!(u64::MAX)),
+            Just(json!(1.5)),
+            Just(json!(null)),
+        ],
+        prop::sample::select(vec!["tools/call", "tools/call", "tools/call", "tools/list"]),
+        prop::option::of(prop_oneof![
+            "[a-z.]{0,12}".prop_map(|s| json!(s)),
+            Just(json!(7))
+        ]),
+        prop::option::of(prop_oneof![any_json(), Just(json!({"text": "hi", "n": 1}))]),
+        prop::option::of(meta),
+        prop::option::of(prop::sample::select(vec![
+            ("requestState", json!("opaque")),
+            ("inputResponses", json!({})),
+            ("task", json!({"ttl": 1000})),
+            ("zzz", json!(1)),
+        ])),
+        prop::option::of(Just(json!({}))),
+    )
+        .prop_map(
+            |(version, id, method, name, arguments, meta, extra, result)| {
+                let mut params = Map::new();
+                if let Some(name) = name {
+                    params.insert("name".into(), name);
+                }
+                if let Some(arguments) = arguments {
+                    params.insert("arguments".into(), arguments);
+                }
+                if let Some(meta) = meta {
+                    params.insert("_meta".into(), meta);
+                }
+                if let Some((key, value)) = extra {
+                    params.insert(key.into(), value);
+                }
+                let mut message =
+                    json!({"jsonrpc": version, "id": id, "method": method, "params": params});
+                if let Some(result) = result {
+                    message["result"] = result;
+                }
+                message
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// Whatever the quick reading of a `tools/call` takes, rmcp's own reading takes too and
+    /// makes the same message of: the same request, params, `_meta` and id.
+    #[test]
+    fn the_tools_call_reading_is_rmcps(message in tools_call_message()) {
+        let bytes = serde_json::to_vec(&message).unwrap();
+        if let Some(quick) = super::tools_call(&bytes) {
+            let rmcps = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes);
+            prop_assert!(rmcps.is_ok(), "rmcp refuses {message} ({:?})", rmcps.err());
+            let rmcps = rmcps.unwrap();
+            prop_assert!(matches!(
+                &rmcps,
+                rmcp::model::ClientJsonRpcMessage::Request(r)
+                    if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_))
+            ), "rmcp read {message} as {rmcps:?}");
+            prop_assert_eq!(
+                serde_json::to_value(&quick).unwrap(),
+                serde_json::to_value(&rmcps).unwrap(),
+                "{}", message
+            );
+        }
+    }
+}
+
+#[test]
+fn the_tools_call_reading_takes_the_requests_agents_send() {
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "demo.echo", "arguments": {"text": "hi"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+    }});
+    assert!(super::tools_call(&serde_json::to_vec(&call).unwrap()).is_some());
+}

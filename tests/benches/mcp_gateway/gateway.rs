@@ -145,9 +145,7 @@ impl Gateway {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-}
 
-impl Gateway {
     /// Opens `n` MCP sessions as a 2025-11-25 client does (`initialize`, then `initialized`)
     /// and leaves them open; answers how many the gateway gave a session id.
     pub async fn open_sessions(&self, n: usize) -> anyhow::Result<usize> {

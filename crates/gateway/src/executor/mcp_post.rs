@@ -89,10 +89,14 @@ async fn read_answer(id: &RequestId, mut response: Response, in_session: bool) -
     ))
 }
 
+/// Room made up front for a body of declared length: what the upstream declares is not trusted
+/// with more.
+const PREALLOCATED: usize = 64 * 1024;
+
 /// The response's body, refused past `max` bytes.
 async fn read_body(response: &mut Response, max: usize) -> io::Result<Vec<u8>> {
     let declared = response.content_length().unwrap_or(0) as usize;
-    let mut body = Vec::with_capacity(declared.min(max));
+    let mut body = Vec::with_capacity(declared.min(max).min(PREALLOCATED));
     while let Some(chunk) = response.chunk().await.map_err(io::Error::other)? {
         if body.len() + chunk.len() > max {
             return Err(too_large(max));

@@ -92,6 +92,15 @@ fn card(page: &Session<'_>, call: &str) -> Option<String> {
     page.text(&format!("#pending article[data-call-id=\"{call}\"]"))
 }
 
+/// The value of the input `css` selects, and whether it holds the focus.
+fn typed(page: &Session<'_>, css: &str) -> Value {
+    page.run(
+        "const e = document.querySelector(arguments[0]); \
+         return e ? [e.value, document.activeElement === e] : null;",
+        json!([css]),
+    )
+}
+
 /// The call's state in the decided list, if the page shows it there.
 fn decided(page: &Session<'_>, call: &str) -> Option<String> {
     page.run(
@@ -208,11 +217,36 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
         json!([]),
     );
     assert_eq!(images, json!(0), "no element was made from the argument");
+    // What carol types stays while other calls come: the page's updates leave her box alone.
+    let reason = format!("article[data-call-id=\"{own}\"] .reason");
+    carol_page.type_into(&reason, "checking with finance");
+    let next = propose(&nodes[1].grpc, &agent, "lab.echo", &json!({"text": "next"}));
+    carol_page.until("the next call appears for carol", WITHIN, |p| {
+        card(p, &next)
+    });
+    assert_eq!(
+        typed(&carol_page, &reason),
+        json!(["checking with finance", true])
+    );
     carol_page.click(&format!("article[data-call-id=\"{own}\"] .approve"));
     let refusal = carol_page.until("the refusal shows", WITHIN, |p| {
         p.text(&format!("article[data-call-id=\"{own}\"] .refusal"))
             .filter(|t| !t.is_empty())
     });
+    // Nor does a later event wipe the refusal she is reading.
+    let later = propose(
+        &nodes[2].grpc,
+        &agent,
+        "lab.echo",
+        &json!({"text": "later"}),
+    );
+    carol_page.until("a later call appears for carol", WITHIN, |p| {
+        card(p, &later)
+    });
+    assert_eq!(
+        carol_page.text(&format!("article[data-call-id=\"{own}\"] .refusal")),
+        Some(refusal.clone())
+    );
     let cli_refusal = cli(
         &nodes[0].grpc,
         &carol,

@@ -15,6 +15,7 @@ const state = {
   history: [],
   abort: null,
 };
+const cards = new Map(); // call id -> {node, key, facts, kind, offer}: the waiting list's cards
 
 const $ = (id) => document.getElementById(id);
 
@@ -131,15 +132,13 @@ function people(actions) {
     .join('; ');
 }
 
-function card(call) {
-  const tool = state.tools.get(call.tenant + '/' + call.tool);
+// What a card says of its call.
+function facts(call, tool) {
   const who = call.principals || {};
   const chain = ['agent ' + who.agent];
   if (who.end_user) chain.push('for user ' + who.end_user);
   if (who.a2a_peer) chain.push('delegated by ' + who.a2a_peer);
-  // A notice's link (`/console#call=ID`) marks the call it is about.
-  const linked = location.hash === '#call=' + call.call_id;
-  const node = el('article', { class: linked ? 'call linked' : 'call', 'data-call-id': call.call_id, 'data-state': call.state },
+  return el('div', { class: 'facts' },
     el('header', {},
       el('span', { class: 'tool' }, call.tool),
       el('span', { class: 'mode mode-' + call.effective_mode }, call.effective_mode),
@@ -156,29 +155,82 @@ function card(call) {
       : null,
     el('p', { class: 'hash' }, 'arguments sha256 ' + call.args_sha256),
   );
-  if (call.state === 'pending' && reviewer(call.tenant)) {
-    const reason = el('input', { class: 'reason', type: 'text', placeholder: 'Reason (kept in the audit log)' });
-    const approve = el('button', { class: 'approve', type: 'button' }, 'Approve');
-    const reject = el('button', { class: 'reject', type: 'button' }, 'Reject');
-    const refusal = el('p', { class: 'refusal', role: 'alert' });
-    // The approval is bound to the arguments this card shows.
-    const shown = call.args_sha256;
-    approve.addEventListener('click', () => decide(call.call_id, 'approve',
-      { args_sha256: shown, reason: reason.value }, refusal));
-    reject.addEventListener('click', () => decide(call.call_id, 'reject',
-      { reason: reason.value }, refusal));
-    node.append(el('div', { class: 'actions' }, reason, approve, reject), refusal);
-  } else if (call.state === 'outcome_unknown') {
-    node.append(el('p', { class: 'note' },
-      'The outcome is unknown: check the upstream, then resolve it with gatehouse approvals resolve.'));
+}
+
+// What the card offers below its facts: a decision to a reviewer while the call is pending, a
+// note while its outcome is unknown, nothing otherwise.
+function offerFor(call) {
+  if (call.state === 'pending' && reviewer(call.tenant)) return 'decide';
+  if (call.state === 'outcome_unknown') return 'resolve';
+  return null;
+}
+
+function offer(call, kind) {
+  if (kind === 'resolve') {
+    return [el('p', { class: 'note' },
+      'The outcome is unknown: check the upstream, then resolve it with gatehouse approvals resolve.')];
   }
-  return node;
+  if (kind !== 'decide') return [];
+  const reason = el('input', { class: 'reason', type: 'text', placeholder: 'Reason (kept in the audit log)' });
+  const approve = el('button', { class: 'approve', type: 'button' }, 'Approve');
+  const reject = el('button', { class: 'reject', type: 'button' }, 'Reject');
+  const refusal = el('p', { class: 'refusal', role: 'alert' });
+  // The approval is bound to the arguments this card shows (a call's arguments never change).
+  const shown = call.args_sha256;
+  approve.addEventListener('click', () => decide(call.call_id, 'approve',
+    { args_sha256: shown, reason: reason.value }, refusal));
+  reject.addEventListener('click', () => decide(call.call_id, 'reject',
+    { reason: reason.value }, refusal));
+  return [el('div', { class: 'actions' }, reason, approve, reject), refusal];
+}
+
+// Brings the call's card up to date and gives it back, making it on first sight. Its facts are
+// rebuilt when the call or its tool changes; its reason box, buttons and refusal stay the same
+// elements for as long as the call waits for a decision, so what an approver types, focuses or
+// is about to click survives every event the page gets.
+function card(call) {
+  let shown = cards.get(call.call_id);
+  if (!shown) {
+    shown = { node: el('article', { 'data-call-id': call.call_id }), key: null, facts: null, kind: null, offer: [] };
+    cards.set(call.call_id, shown);
+  }
+  // A notice's link (`/console#call=ID`) marks the call it is about.
+  const linked = location.hash === '#call=' + call.call_id;
+  shown.node.className = linked ? 'call linked' : 'call';
+  shown.node.dataset.state = call.state;
+  const tool = state.tools.get(call.tenant + '/' + call.tool);
+  const key = JSON.stringify([call, tool || null]);
+  if (key !== shown.key) {
+    const fresh = facts(call, tool);
+    if (shown.facts) shown.facts.replaceWith(fresh);
+    else shown.node.prepend(fresh);
+    shown.facts = fresh;
+    shown.key = key;
+  }
+  const kind = offerFor(call);
+  if (kind !== shown.kind) {
+    for (const node of shown.offer) node.remove();
+    shown.offer = offer(call, kind);
+    shown.node.append(...shown.offer);
+    shown.kind = kind;
+  }
+  return shown.node;
 }
 
 function render() {
   const list = $('pending');
   const calls = [...state.calls.values()].sort((a, b) => a.proposed_at_unix_ms - b.proposed_at_unix_ms);
-  list.replaceChildren(...calls.map(card));
+  const nodes = calls.map(card);
+  for (const [id, shown] of cards) {
+    if (!state.calls.has(id)) {
+      shown.node.remove();
+      cards.delete(id);
+    }
+  }
+  // Only a card out of place moves: moving one takes the focus from whatever it holds.
+  nodes.forEach((node, i) => {
+    if (list.children[i] !== node) list.insertBefore(node, list.children[i] || null);
+  });
   $('pending-count').textContent = String(calls.length);
   $('pending-empty').hidden = calls.length > 0;
   const history = $('history');

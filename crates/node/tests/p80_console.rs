@@ -1,8 +1,9 @@
 //! The approvals console in a real browser against three real nodes: an approver signs in, sees
 //! a call arrive live, approves it and sees it succeed; a second approver on another node sees
-//! it leave the list; an approver who proposed a call is refused as the API words it; an
-//! agent's arguments written as markup stay text. The JSON API answers the same refusals as
-//! gRPC.
+//! it leave the list; where two people must approve, the first sees that she approved and the
+//! second is still asked; what an approver types outlives the page's updates; an approver who
+//! proposed a call is refused as the API words it; an agent's arguments written as markup stay
+//! text. The JSON API answers the same refusals as gRPC.
 //!
 //! Needs `chromium` and `chromium-driver` (`scripts/browser-env` installs them); without them
 //! the test says so and passes. `GATEHOUSE_SCREENSHOTS=DIR` keeps its screenshots in DIR (the
@@ -21,7 +22,7 @@ const WITHIN: Duration = Duration::from_secs(30);
 fn principal(name: &str, sha: &str, roles: &str) -> String {
     format!(
         "apiVersion: gatehouse.dev/v1\nkind: Principal\nmetadata: {{name: {name}}}\n\
-         spec: {{apiKeySha256: \"{sha}\", roles: {{acme: {roles}}}}}\n---\n"
+         spec: {{apiKeySha256: \"{sha}\", roles: {{acme: {roles}, globex: {roles}}}}}\n---\n"
     )
 }
 
@@ -61,6 +62,13 @@ spec:
       text: {type: string}
     required: [text]
 "#;
+
+/// acme's tools again in `globex`, whose calls wait for two people's approvals.
+fn two_people() -> String {
+    format!("---\n{}", TOOLS.replace("acme", "globex"))
+        + "---\napiVersion: gatehouse.dev/v1\nkind: Policy\n\
+           metadata: {name: two-people, tenant: globex}\nspec: {approvals: {required: 2}}\n"
+}
 
 fn screenshot(page: &Session<'_>, name: &str) {
     let mut dirs = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console")];
@@ -127,7 +135,10 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (nodes, admin) = three_voters(dir.path(), &["--builtin", "acme:*"]);
+    let (nodes, admin) = three_voters(
+        dir.path(),
+        &["--builtin", "acme:*", "--builtin", "globex:*"],
+    );
     let (agent, agent_sha) = keygen();
     let (alice, alice_sha) = keygen();
     let (bob, bob_sha) = keygen();
@@ -142,6 +153,7 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
             // carol proposes and approves: the console must not let her approve her own call.
             principal("carol", &carol_sha, "[agent, approver]"),
             TOOLS.to_owned(),
+            two_people(),
         ]
         .concat(),
     )
@@ -203,6 +215,42 @@ fn approvers_decide_in_the_console_and_every_node_shows_it() {
     });
     bob_page.until("the call succeeds for bob", WITHIN, |p| {
         decided(p, &id).filter(|state| state == "succeeded")
+    });
+
+    // Where two people must approve, alice's approval leaves the call waiting: her card says so
+    // and offers no second approval; bob's card still asks him, and his approval runs the call.
+    let shared = common::propose_pending(
+        &nodes[2].grpc,
+        &agent,
+        "globex",
+        "lab.echo",
+        &json!({"text": "two"}),
+    );
+    alice_page.until("the two-person call appears for alice", WITHIN, |p| {
+        card(p, &shared)
+    });
+    bob_page.until("the two-person call appears for bob", WITHIN, |p| {
+        card(p, &shared)
+    });
+    let on_card = |part: &str| format!("article[data-call-id=\"{shared}\"] {part}");
+    alice_page.click(&on_card(".approve"));
+    let note = alice_page.until("alice's card says she approved", WITHIN, |p| {
+        p.text(&on_card(".mine"))
+    });
+    assert!(note.contains("You approved"), "{note}");
+    assert_eq!(alice_page.text(&on_card(".approve")), None);
+    assert!(
+        alice_page.text(&on_card(".reject")).is_some(),
+        "she may still reject"
+    );
+    let shown = bob_page.until("bob sees alice's approval", WITHIN, |p| {
+        card(p, &shared).filter(|text| text.contains("Approvals 1 of 2"))
+    });
+    assert!(shown.contains("alice"), "{shown}");
+    assert_eq!(bob_page.text(&on_card(".mine")), None);
+    bob_page.click(&on_card(".approve"));
+    alice_page.until("the two-person call succeeds for alice", WITHIN, |p| {
+        decided(p, &shared).filter(|state| state == "succeeded")
     });
 
     // Carol's own call: its markup-looking argument stays text, and her approval is refused.

@@ -157,10 +157,15 @@ function facts(call, tool) {
   );
 }
 
-// What the card offers below its facts: a decision to a reviewer while the call is pending, a
-// note while its outcome is unknown, nothing otherwise.
+// Whether the signed-in person already approved the call: approvals count once per person.
+function approvedByMe(call) {
+  return call.approvals.some((a) => (a.person || a.principal) === state.me.person);
+}
+
+// What the card offers below its facts: a reviewer of a pending call may approve or reject it,
+// or, having approved it, still reject it; a call whose outcome is unknown gets a note.
 function offerFor(call) {
-  if (call.state === 'pending' && reviewer(call.tenant)) return 'decide';
+  if (call.state === 'pending' && reviewer(call.tenant)) return approvedByMe(call) ? 'approved' : 'decide';
   if (call.state === 'outcome_unknown') return 'resolve';
   return null;
 }
@@ -170,17 +175,23 @@ function offer(call, kind) {
     return [el('p', { class: 'note' },
       'The outcome is unknown: check the upstream, then resolve it with gatehouse approvals resolve.')];
   }
-  if (kind !== 'decide') return [];
+  if (kind !== 'decide' && kind !== 'approved') return [];
   const reason = el('input', { class: 'reason', type: 'text', placeholder: 'Reason (kept in the audit log)' });
-  const approve = el('button', { class: 'approve', type: 'button' }, 'Approve');
   const reject = el('button', { class: 'reject', type: 'button' }, 'Reject');
   const refusal = el('p', { class: 'refusal', role: 'alert' });
+  reject.addEventListener('click', () => decide(call.call_id, 'reject',
+    { reason: reason.value }, refusal));
+  if (kind === 'approved') {
+    return [
+      el('p', { class: 'note mine' }, 'You approved this call; it waits for the approvals still missing.'),
+      el('div', { class: 'actions' }, reason, reject), refusal,
+    ];
+  }
+  const approve = el('button', { class: 'approve', type: 'button' }, 'Approve');
   // The approval is bound to the arguments this card shows (a call's arguments never change).
   const shown = call.args_sha256;
   approve.addEventListener('click', () => decide(call.call_id, 'approve',
     { args_sha256: shown, reason: reason.value }, refusal));
-  reject.addEventListener('click', () => decide(call.call_id, 'reject',
-    { reason: reason.value }, refusal));
   return [el('div', { class: 'actions' }, reason, approve, reject), refusal];
 }
 

@@ -64,15 +64,21 @@ async fn read_answer(id: &RequestId, mut response: Response, in_session: bool) -
         .to_owned();
     let json = content_type.starts_with("application/json");
     if !status.is_success() {
-        let body = read_body(&mut response, MAX_ERROR_BODY)
-            .await
-            .unwrap_or_default();
+        let (body, whole) = read_prefix(&mut response, MAX_ERROR_BODY).await;
         // A JSON-RPC error for this call is the upstream's refusal of it.
-        if json && let Some(refused @ Called::Refused(_)) = answer_in(id, &body) {
+        if json
+            && whole
+            && let Some(refused @ Called::Refused(_)) = answer_in(id, &body)
+        {
             return refused;
         }
         let shown = String::from_utf8_lossy(&body[..body.len().min(SHOWN_ERROR_BODY)]);
-        return Called::Failed(format!("HTTP {status}: {shown}"));
+        let cut = if whole && body.len() <= SHOWN_ERROR_BODY {
+            ""
+        } else {
+            " (cut short)"
+        };
+        return Called::Failed(format!("HTTP {status}: {shown}{cut}"));
     }
     if json {
         return match read_body(&mut response, MAX_ANSWER).await {
@@ -104,6 +110,23 @@ async fn read_body(response: &mut Response, max: usize) -> io::Result<Vec<u8>> {
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// At most the first `max` bytes of the response's body, and whether that is all of it. A body
+/// that is too long, or that breaks off, still says what it said until then.
+async fn read_prefix(response: &mut Response, max: usize) -> (Vec<u8>, bool) {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() > max => {
+                body.extend_from_slice(&chunk[..max - body.len()]);
+                return (body, false);
+            }
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return (body, true),
+            Err(_) => return (body, false),
+        }
+    }
 }
 
 fn too_large(max: usize) -> io::Error {
@@ -212,6 +235,77 @@ mod tests {
             };
             assert_eq!(read, as_rmcp_reads_it(&message), "{message}");
         }
+    }
+
+    /// Posts a call to a loopback upstream that answers every request with `status`, `content
+    /// type` and `body`, and reads the answer as a call does.
+    async fn answered_with(status: u16, content_type: &'static str, body: Vec<u8>) -> Called {
+        let app = axum::Router::new().fallback(move || {
+            let body = body.clone();
+            async move {
+                let status = axum::http::StatusCode::from_u16(status).unwrap();
+                (
+                    status,
+                    [(axum::http::header::CONTENT_TYPE, content_type)],
+                    body,
+                )
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Url = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let headers = HeaderMap::new();
+        let to = Target {
+            url: &url,
+            headers: &headers,
+            in_session: false,
+        };
+        post(&Client::new(), to, &id(), b"{}".to_vec()).await
+    }
+
+    #[tokio::test]
+    async fn an_error_status_says_what_its_body_began_with_however_long_the_body_is() {
+        let long = "the database is down; ".repeat(10_000).into_bytes();
+        assert!(long.len() > MAX_ERROR_BODY);
+        let Called::Failed(why) = answered_with(500, "text/plain", long).await else {
+            panic!("an error status is a failure");
+        };
+        assert!(
+            why.starts_with("HTTP 500 Internal Server Error: the database is down; the database"),
+            "{why}"
+        );
+        assert!(why.ends_with(" (cut short)"), "{why}");
+        assert!(why.len() < SHOWN_ERROR_BODY + 100, "{} bytes", why.len());
+
+        let Called::Failed(why) = answered_with(503, "text/plain", b"try later".to_vec()).await
+        else {
+            panic!("an error status is a failure");
+        };
+        assert_eq!(why, "HTTP 503 Service Unavailable: try later");
+    }
+
+    #[tokio::test]
+    async fn a_json_rpc_error_in_an_error_status_is_the_upstreams_refusal_unless_cut_short() {
+        let error = json!({"jsonrpc": "2.0", "id": "gatehouse-7",
+            "error": {"code": -32602, "message": "bad arguments"}});
+        let body = error.to_string().into_bytes();
+        let Called::Refused(e) = answered_with(400, "application/json", body).await else {
+            panic!("a JSON-RPC error for this call is its refusal");
+        };
+        assert_eq!(e.message, "bad arguments");
+
+        // Past what is read, the same error cannot be told from a body that breaks off.
+        let padded = json!({"jsonrpc": "2.0", "id": "gatehouse-7",
+            "error": {"code": -32602, "message": "bad arguments",
+                      "data": "x".repeat(MAX_ERROR_BODY)}});
+        let body = padded.to_string().into_bytes();
+        let Called::Failed(why) = answered_with(400, "application/json", body).await else {
+            panic!("a body cut short is not read as a refusal");
+        };
+        assert!(why.starts_with("HTTP 400 Bad Request: {"), "{why}");
+        assert!(why.ends_with(" (cut short)"), "{why}");
     }
 
     #[test]

@@ -71,23 +71,28 @@ fn main() -> anyhow::Result<()> {
     }
 
     println!();
-    println!("summary (writes/s, p50, p99; ratio = gatehouse writes/s over etcd's)");
+    println!(
+        "summary (writes/s, p50, p99, the machine's CPU per write; ratio = gatehouse writes/s \
+         over etcd's)"
+    );
     for (i, level) in ours.iter().enumerate() {
         let mut line = format!(
-            "  {:>3} clients  gatehouse {:>7.0}/s {:>9} {:>9}",
+            "  {:>3} clients  gatehouse {:>7.0}/s {:>9} {:>9} {:>8}",
             level.clients,
             level.per_second(),
             ms(level.percentile(50.0)),
             ms(level.percentile(99.0)),
+            cpu(level),
         );
         for (route, levels) in &theirs {
             if let Some(e) = levels.get(i) {
                 line += &format!(
-                    " | {} {:>7.0}/s {:>9} {:>9} ratio {:.2}",
+                    " | {} {:>7.0}/s {:>9} {:>9} {:>8} ratio {:.2}",
                     route.name(),
                     e.per_second(),
                     ms(e.percentile(50.0)),
                     ms(e.percentile(99.0)),
+                    cpu(e),
                     level.per_second() / e.per_second().max(1e-9),
                 );
             }
@@ -96,6 +101,13 @@ fn main() -> anyhow::Result<()> {
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// A level's machine CPU per write, for the summary.
+fn cpu(level: &Level) -> String {
+    level.cpu_per_write().map_or("-".to_owned(), |c| {
+        format!("{:.0} µs", c.as_secs_f64() * 1e6)
+    })
 }
 
 fn catchup(settings: &Settings, value: &str) -> anyhow::Result<()> {

@@ -31,6 +31,9 @@ pub struct Level {
     pub elapsed: Duration,
     /// Sorted, one per acknowledged write.
     pub latencies: Vec<Duration>,
+    /// CPU time the whole machine spent while the level was measured (every process, the
+    /// kernel's loopback work included), when /proc/stat could be read.
+    pub busy: Option<Duration>,
 }
 
 impl Level {
@@ -47,6 +50,12 @@ impl Level {
         self.latencies[rank.clamp(1, self.latencies.len()) - 1]
     }
 
+    /// The machine's CPU time per acknowledged write: servers, clients and kernel together.
+    pub fn cpu_per_write(&self) -> Option<Duration> {
+        let busy = self.busy?;
+        (self.writes > 0).then(|| busy / self.writes as u32)
+    }
+
     pub fn summary(&self) -> String {
         let mut line = format!(
             "{:>3} clients: {:>8.0} writes/s  p50 {:>8}  p99 {:>8}  ({} writes in {:.2} s",
@@ -57,6 +66,13 @@ impl Level {
             self.writes,
             self.elapsed.as_secs_f64(),
         );
+        if let (Some(busy), Some(per_write)) = (self.busy, self.cpu_per_write()) {
+            line += &format!(
+                ", machine CPU {:.0} µs/write, {:.2} cores busy",
+                per_write.as_secs_f64() * 1e6,
+                busy.as_secs_f64() / self.elapsed.as_secs_f64().max(1e-9),
+            );
+        }
         if self.errors > 0 {
             line += &format!(
                 ", {} errors, first: {}",
@@ -128,7 +144,11 @@ pub async fn run<W: Writer>(writers: Vec<W>, window: Window, tag: &str) -> Level
         first_error: None,
         elapsed: Duration::ZERO,
         latencies: Vec::new(),
+        busy: None,
     };
+    // The machine's CPU from the end of the warm-up to the last client's finish.
+    tokio::time::sleep_until(warm_until.into()).await;
+    let busy_at_start = machine_busy();
     let mut last = warm_until;
     for task in tasks {
         match task.await {
@@ -147,7 +167,29 @@ pub async fn run<W: Writer>(writers: Vec<W>, window: Window, tag: &str) -> Level
     level.writes = level.latencies.len() as u64;
     level.elapsed = last.saturating_duration_since(warm_until);
     level.latencies.sort_unstable();
+    level.busy = busy_at_start
+        .zip(machine_busy())
+        .map(|(start, end)| end.saturating_sub(start));
     level
+}
+
+/// CPU time the machine has spent busy since boot, summed over its cores: the first line of
+/// /proc/stat (user, nice, system, irq, softirq and steal; not idle nor iowait), in the kernel's
+/// USER_HZ ticks, which are 1/100 s on every Linux this runs on. `None` elsewhere.
+fn machine_busy() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .map(|t| t.parse().ok())
+        .collect::<Option<_>>()?;
+    let busy: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| ticks.get(i))
+        .sum();
+    Some(Duration::from_millis(busy * 10))
 }
 
 /// A small JSON document of exactly `bytes` bytes (at least 40), the same for every system.

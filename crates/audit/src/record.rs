@@ -96,10 +96,15 @@ impl Record {
             entry: &entry,
         };
         let mut line = serde_json::to_vec(&body).expect("a record always serializes");
-        let hash = hex::encode(Sha256::digest(&line));
+        // A byte at a time: `hex::encode` builds its string a `char` at a time.
+        let mut digits = [0; 64];
+        hex::encode_to_slice(Sha256::digest(&line), &mut digits).expect("64 hex digits");
+        let hash = std::str::from_utf8(&digits)
+            .expect("hex digits are ASCII")
+            .to_owned();
         line.pop(); // the closing brace
         line.extend_from_slice(b",\"hash\":\"");
-        line.extend_from_slice(hash.as_bytes());
+        line.extend_from_slice(&digits);
         line.extend_from_slice(b"\"}\n");
         let record = Record {
             seq,

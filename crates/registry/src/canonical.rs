@@ -28,7 +28,15 @@ pub fn args_sha256(value: &Value) -> String {
 
 /// SHA-256 of raw bytes (for state digests etc.), lower-case hex (64 chars).
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    hex_lower(&Sha256::digest(bytes))
+}
+
+/// `bytes` in lower-case hex. `hex::encode` builds its string a `char` at a time, which cost a
+/// read-only call more than the SHA-256 it follows.
+pub fn hex_lower(bytes: &[u8]) -> String {
+    let mut out = vec![0; bytes.len() * 2];
+    hex::encode_to_slice(bytes, &mut out).expect("two hex digits per byte");
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 fn write_value(out: &mut String, value: &Value) {

@@ -236,7 +236,9 @@ fn decision_id(input: &DecisionIdInput<'_>) -> String {
     let mut hashing = Hashing(Sha256::new());
     // Serialising these fields cannot fail, and neither can the writer.
     let _ = serde_json::to_writer(&mut hashing, input);
-    format!("pd_{}", hex::encode(&hashing.0.finalize()[..12]))
+    let mut id = String::from("pd_");
+    id.push_str(&crate::canonical::hex_lower(&hashing.0.finalize()[..12]));
+    id
 }
 
 /// A condition on an argument absent from the call does not hold, so the mode stays higher.

@@ -158,24 +158,26 @@ fn host_allowed(settings: &McpSettings, host: &str) -> bool {
     let Ok(host) = Authority::try_from(host) else {
         return false;
     };
-    let (name, port) = (normalized(host.host()), host.port_u16());
+    let (name, port) = (unbracketed(host.host()), host.port_u16());
     allowed.iter().any(|entry| {
         let entry = entry.trim();
         if entry.is_empty() {
             return false;
         }
-        let (entry_name, entry_port) = match Authority::try_from(entry) {
-            Ok(authority) => (normalized(authority.host()), authority.port_u16()),
-            Err(_) => (normalized(entry), None),
+        let fits = |entry_name: &str, entry_port: Option<u16>| {
+            unbracketed(entry_name).eq_ignore_ascii_case(name)
+                && entry_port.is_none_or(|p| port == Some(p))
         };
-        entry_name == name && entry_port.is_none_or(|p| port == Some(p))
+        match Authority::try_from(entry) {
+            Ok(authority) => fits(authority.host(), authority.port_u16()),
+            Err(_) => fits(entry, None),
+        }
     })
 }
 
-fn normalized(host: &str) -> String {
-    host.trim_matches('[')
-        .trim_matches(']')
-        .to_ascii_lowercase()
+/// The host without an IPv6 literal's brackets; names are compared ignoring ASCII case.
+fn unbracketed(host: &str) -> &str {
+    host.trim_matches('[').trim_matches(']')
 }
 
 #[cfg(test)]

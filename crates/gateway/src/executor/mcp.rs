@@ -56,7 +56,7 @@ struct Open {
 
 /// What a call posted by the calling task carries besides its body, made once per session.
 struct Direct {
-    url: a2a_reqwest::Url,
+    url: http::Uri,
     /// `Accept` and `Content-Type` as rmcp's client sends them, `MCP-Protocol-Version` (the
     /// revision the handshake settled on), the session id if the upstream keeps sessions, and
     /// the credential.
@@ -89,7 +89,7 @@ thread_local! {
     /// The pooled client a thread posts calls through. Each connection is driven by a task on
     /// the runtime that opened it, so calls made on one of the node's HTTP front threads keep
     /// to connections of that thread, and no other thread is woken to carry them.
-    static LOCAL_CLIENT: a2a_reqwest::Client = client();
+    static LOCAL_CLIENT: mcp_post::Http = mcp_post::http();
 }
 
 /// The HTTP client MCP sessions speak through: connections kept alive and pooled (rmcp's own
@@ -199,7 +199,7 @@ fn direct(
         headers.insert(AUTHORIZATION, value);
     }
     Some(Direct {
-        url: a2a_reqwest::Url::parse(url).ok()?,
+        url: url.parse().ok()?,
         headers,
         in_session: session_id.is_some(),
         next_id: AtomicU64::new(1),
@@ -458,11 +458,5 @@ async fn call_tool(open: &Open, params: &CallToolRequestParams) -> Called {
         headers: &direct.headers,
         in_session: direct.in_session,
     };
-    mcp_post::post(
-        &LOCAL_CLIENT.with(a2a_reqwest::Client::clone),
-        to,
-        &id,
-        body,
-    )
-    .await
+    mcp_post::post(&LOCAL_CLIENT.with(mcp_post::Http::clone), to, &id, body).await
 }

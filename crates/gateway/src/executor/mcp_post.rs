@@ -3,18 +3,27 @@
 //! is, a `CallToolResult`, instead of as rmcp's `ServerJsonRpcMessage`, whose untagged enums are
 //! tried one variant after another (about 5 us of a call's CPU; README, "The MCP front"). The
 //! request is built once per session (`Direct` in `mcp.rs`), not through rmcp's per-call
-//! request building.
+//! request building, and posted through hyper's pooled client rather than reqwest's, whose
+//! layers turned the request's URI back into text and parsed it again on every call (redirect
+//! and retry policies, the URL conversion; about a twentieth of the gateway's CPU per call).
 
 use super::mcp::Called;
-use a2a_reqwest::header::{CONTENT_TYPE, HeaderMap};
-use a2a_reqwest::{Client, Response, StatusCode, Url};
+use bytes::Bytes;
 use futures::StreamExt;
+use http::header::{CONTENT_TYPE, HeaderMap};
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rmcp::model::{CallToolResult, ErrorData, JsonRpcVersion2_0, RequestId};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use sse_stream::SseStream;
 use std::io;
+use std::time::Duration;
 
 /// The most of a JSON answer, or of a call's whole event stream, that is read (rmcp's client
 /// bounds a JSON answer, and each event, by the same).
@@ -23,57 +32,100 @@ pub(super) const MAX_ANSWER: usize = 16 * 1024 * 1024;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// The most of an error body that goes into the failure's message.
 const SHOWN_ERROR_BODY: usize = 512;
+/// How long a pooled connection may sit unused before it is closed.
+const IDLE: Duration = Duration::from_secs(90);
+
+/// The pooled HTTP/1.1 client calls are posted through: keep-alive connections, `TCP_NODELAY`,
+/// plain `http` only (as the sessions' own client, which has no TLS), no redirect followed (it
+/// would carry the credential and the session id elsewhere) and no proxy.
+pub(super) type Http = Client<HttpConnector, Full<Bytes>>;
+
+pub(super) fn http() -> Http {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(IDLE)
+        .build(connector)
+}
 
 /// Where a call goes and the headers it carries (`Accept`, `Content-Type`, the protocol version,
 /// the session id, the credential).
 pub(super) struct Target<'a> {
-    pub url: &'a Url,
+    pub url: &'a Uri,
     pub headers: &'a HeaderMap,
     /// The request names a session: a 404 means the upstream forgot it.
     pub in_session: bool,
 }
 
 /// Posts `body` (the JSON-RPC request `id`) and reads what came of it.
-pub(super) async fn post(http: &Client, to: Target<'_>, id: &RequestId, body: Vec<u8>) -> Called {
-    let request = http
-        .post(to.url.clone())
-        .headers(to.headers.clone())
-        .body(body);
-    match request.send().await {
-        Ok(response) => read_answer(id, response, to.in_session).await,
-        Err(e) => Called::Failed(e.to_string()),
+pub(super) async fn post(http: &Http, to: Target<'_>, id: &RequestId, body: Vec<u8>) -> Called {
+    let mut request = Request::post(to.url.clone());
+    if let Some(headers) = request.headers_mut() {
+        headers.clone_from(to.headers);
     }
+    let request = match request.body(Full::new(Bytes::from(body))) {
+        Ok(request) => request,
+        Err(e) => return Called::Failed(format!("building the request: {e}")),
+    };
+    match http.request(request).await {
+        Ok(response) => read_answer(id, response, to.in_session).await,
+        Err(e) => Called::Failed(with_causes(&e)),
+    }
+}
+
+/// An error and its causes, as one line ("client error (Connect): tcp connect error: ...").
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut said = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        said.push_str(": ");
+        said.push_str(&e.to_string());
+        cause = e.source();
+    }
+    said
+}
+
+/// The next piece of the body, trailers skipped.
+async fn next_chunk(body: &mut Incoming) -> Result<Option<Bytes>, hyper::Error> {
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            return Ok(Some(data));
+        }
+    }
+    Ok(None)
 }
 
 /// The call's answer in the upstream's response: a JSON body, or the first event of a stream
 /// that answers this call (notifications, the server's requests and other answers are
 /// skipped).
-async fn read_answer(id: &RequestId, mut response: Response, in_session: bool) -> Called {
-    let status = response.status();
+async fn read_answer(id: &RequestId, response: Response<Incoming>, in_session: bool) -> Called {
+    let (head, mut body) = response.into_parts();
+    let status = head.status;
     if status == StatusCode::NOT_FOUND && in_session {
         return Called::Expired;
     }
     if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
         return Called::Failed("the upstream accepted the call without answering it".into());
     }
-    let content_type = response
-        .headers()
+    let content_type = head
+        .headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
     let json = content_type.starts_with("application/json");
     if !status.is_success() {
-        let (body, whole) = read_prefix(&mut response, MAX_ERROR_BODY).await;
+        let (read, whole) = read_prefix(&mut body, MAX_ERROR_BODY).await;
         // A JSON-RPC error for this call is the upstream's refusal of it.
         if json
             && whole
-            && let Some(refused @ Called::Refused(_)) = answer_in(id, &body)
+            && let Some(refused @ Called::Refused(_)) = answer_in(id, &read)
         {
             return refused;
         }
-        let shown = String::from_utf8_lossy(&body[..body.len().min(SHOWN_ERROR_BODY)]);
-        let cut = if whole && body.len() <= SHOWN_ERROR_BODY {
+        let shown = String::from_utf8_lossy(&read[..read.len().min(SHOWN_ERROR_BODY)]);
+        let cut = if whole && read.len() <= SHOWN_ERROR_BODY {
             ""
         } else {
             " (cut short)"
@@ -81,14 +133,15 @@ async fn read_answer(id: &RequestId, mut response: Response, in_session: bool) -
         return Called::Failed(format!("HTTP {status}: {shown}{cut}"));
     }
     if json {
-        return match read_body(&mut response, MAX_ANSWER).await {
-            Ok(body) => answer_in(id, &body)
+        let declared = hyper::body::Body::size_hint(&body).exact();
+        return match read_body(&mut body, declared, MAX_ANSWER).await {
+            Ok(read) => answer_in(id, &read)
                 .unwrap_or_else(|| Called::Failed("the upstream answered another request".into())),
             Err(e) => Called::Failed(e.to_string()),
         };
     }
     if content_type.starts_with("text/event-stream") {
-        return answer_in_stream(id, response).await;
+        return answer_in_stream(id, body).await;
     }
     Called::Failed(format!(
         "the upstream answered with content type {content_type:?}"
@@ -100,10 +153,14 @@ async fn read_answer(id: &RequestId, mut response: Response, in_session: bool) -
 const PREALLOCATED: usize = 64 * 1024;
 
 /// The response's body, refused past `max` bytes.
-async fn read_body(response: &mut Response, max: usize) -> io::Result<Vec<u8>> {
-    let declared = response.content_length().unwrap_or(0) as usize;
+async fn read_body(
+    response: &mut Incoming,
+    declared: Option<u64>,
+    max: usize,
+) -> io::Result<Vec<u8>> {
+    let declared = usize::try_from(declared.unwrap_or(0)).unwrap_or(usize::MAX);
     let mut body = Vec::with_capacity(declared.min(max).min(PREALLOCATED));
-    while let Some(chunk) = response.chunk().await.map_err(io::Error::other)? {
+    while let Some(chunk) = next_chunk(response).await.map_err(io::Error::other)? {
         if body.len() + chunk.len() > max {
             return Err(too_large(max));
         }
@@ -114,10 +171,10 @@ async fn read_body(response: &mut Response, max: usize) -> io::Result<Vec<u8>> {
 
 /// At most the first `max` bytes of the response's body, and whether that is all of it. A body
 /// that is too long, or that breaks off, still says what it said until then.
-async fn read_prefix(response: &mut Response, max: usize) -> (Vec<u8>, bool) {
+async fn read_prefix(response: &mut Incoming, max: usize) -> (Vec<u8>, bool) {
     let mut body = Vec::new();
     loop {
-        match response.chunk().await {
+        match next_chunk(response).await {
             Ok(Some(chunk)) if body.len() + chunk.len() > max => {
                 body.extend_from_slice(&chunk[..max - body.len()]);
                 return (body, false);
@@ -135,10 +192,10 @@ fn too_large(max: usize) -> io::Error {
 
 /// The first event of the stream that answers the call; the stream is read up to
 /// [`MAX_ANSWER`] bytes in all.
-async fn answer_in_stream(id: &RequestId, response: Response) -> Called {
+async fn answer_in_stream(id: &RequestId, response: Incoming) -> Called {
     let chunks = futures::stream::unfold((Some(response), 0usize), |(response, read)| async move {
         let mut response = response?;
-        let chunk: io::Result<_> = match response.chunk().await {
+        let chunk: io::Result<_> = match next_chunk(&mut response).await {
             Ok(Some(chunk)) if read + chunk.len() > MAX_ANSWER => Err(too_large(MAX_ANSWER)),
             Ok(Some(chunk)) => {
                 let read = read + chunk.len();
@@ -252,7 +309,7 @@ mod tests {
             }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Url = format!("http://{}/mcp", listener.local_addr().unwrap())
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
             .parse()
             .unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -262,7 +319,7 @@ mod tests {
             headers: &headers,
             in_session: false,
         };
-        post(&Client::new(), to, &id(), b"{}".to_vec()).await
+        post(&http(), to, &id(), b"{}".to_vec()).await
     }
 
     #[tokio::test]
@@ -335,5 +392,79 @@ mod tests {
             panic!("a result that is no tool's result is a failure");
         };
         assert!(why.contains("another kind of result"), "{why}");
+    }
+
+    /// Serves `app` on a loopback port; its URL with `path`.
+    async fn serve(app: axum::Router, path: &str) -> Uri {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}{path}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url.parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_redirects_is_not_followed_and_the_credential_stays_put() {
+        // Where a hostile upstream points the gateway: it counts what reaches it.
+        let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = reached.clone();
+        let elsewhere = serve(
+            axum::Router::new().fallback(move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "{}" }
+            }),
+            "/steal",
+        )
+        .await;
+        let location = elsewhere.to_string();
+        let upstream = serve(
+            axum::Router::new().fallback(move || {
+                let location = location.clone();
+                async move {
+                    (
+                        axum::http::StatusCode::TEMPORARY_REDIRECT,
+                        [(axum::http::header::LOCATION, location)],
+                    )
+                }
+            }),
+            "/mcp",
+        )
+        .await;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::AUTHORIZATION,
+            http::HeaderValue::from_static("Bearer upstream-secret"),
+        );
+        let to = Target {
+            url: &upstream,
+            headers: &headers,
+            in_session: false,
+        };
+        let Called::Failed(why) = post(&http(), to, &id(), b"{}".to_vec()).await else {
+            panic!("a redirect answers nothing");
+        };
+        assert!(why.starts_with("HTTP 307"), "{why}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn an_upstream_that_is_not_listening_is_a_failure_that_says_why() {
+        // A port that was just free: nothing listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url: Uri = format!("http://127.0.0.1:{port}/mcp").parse().unwrap();
+        let headers = HeaderMap::new();
+        let to = Target {
+            url: &url,
+            headers: &headers,
+            in_session: false,
+        };
+        let Called::Failed(why) = post(&http(), to, &id(), b"{}".to_vec()).await else {
+            panic!("no upstream, no answer");
+        };
+        assert!(why.to_lowercase().contains("connect"), "{why}");
+        assert!(why.to_lowercase().contains("refused"), "{why}");
     }
 }

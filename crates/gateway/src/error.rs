@@ -13,6 +13,26 @@ use gatehouse_registry::plan::PlanError;
 use gatehouse_registry::policy::Refusal;
 use std::time::Duration;
 
+/// An error as one sentence: it and its causes joined by ": ", each said once. Libraries often
+/// end their own message with their source's ("tcp connect error: tcp connect error"); a cause
+/// whose words are already there adds nothing.
+pub fn sentence(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        let said = e.to_string();
+        let said = said.trim();
+        if !said.is_empty() && !text.contains(said) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(said);
+        }
+        cause = e.source();
+    }
+    text
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
     /// No credential, or a wrong one.

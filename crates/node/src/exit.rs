@@ -109,23 +109,10 @@ fn by_code(code: tonic::Code) -> Exit {
     }
 }
 
-/// The error as one sentence: its causes joined by ": ", each said once. Libraries often end
-/// their own message with their source's ("tcp connect error: tcp connect error"); a cause whose
-/// words are already there adds nothing.
+/// The error as one sentence: its causes joined by ": ", each said once
+/// ([`gatehouse_gateway::error::sentence`]).
 pub fn sentence(error: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in error.chain() {
-        let said = cause.to_string();
-        let said = said.trim();
-        if said.is_empty() || text.contains(said) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(said);
-    }
-    text
+    gatehouse_gateway::error::sentence(error.as_ref())
 }
 
 #[cfg(test)]

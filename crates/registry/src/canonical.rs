@@ -31,8 +31,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex_lower(&Sha256::digest(bytes))
 }
 
-/// `bytes` in lower-case hex. `hex::encode` builds its string a `char` at a time, which cost a
-/// read-only call more than the SHA-256 it follows.
+/// `bytes` in lower-case hex, written a byte at a time (`hex::encode` pushes a `char` at a time;
+/// it showed in a read-only call's profile).
 pub fn hex_lower(bytes: &[u8]) -> String {
     let mut out = vec![0; bytes.len() * 2];
     hex::encode_to_slice(bytes, &mut out).expect("two hex digits per byte");

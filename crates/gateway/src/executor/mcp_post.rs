@@ -8,6 +8,7 @@
 //! and retry policies, the URL conversion; about a twentieth of the gateway's CPU per call).
 
 use super::mcp::Called;
+use crate::error::sentence;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::header::{CONTENT_TYPE, HeaderMap};
@@ -70,20 +71,8 @@ pub(super) async fn post(http: &Http, to: Target<'_>, id: &RequestId, body: Vec<
     };
     match http.request(request).await {
         Ok(response) => read_answer(id, response, to.in_session).await,
-        Err(e) => Called::Failed(with_causes(&e)),
+        Err(e) => Called::Failed(sentence(&e)),
     }
-}
-
-/// An error and its causes, as one line ("client error (Connect): tcp connect error: ...").
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut said = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        said.push_str(": ");
-        said.push_str(&e.to_string());
-        cause = e.source();
-    }
-    said
 }
 
 /// The next piece of the body, trailers skipped.
@@ -133,8 +122,7 @@ async fn read_answer(id: &RequestId, response: Response<Incoming>, in_session: b
         return Called::Failed(format!("HTTP {status}: {shown}{cut}"));
     }
     if json {
-        let declared = hyper::body::Body::size_hint(&body).exact();
-        return match read_body(&mut body, declared, MAX_ANSWER).await {
+        return match read_body(&mut body, MAX_ANSWER).await {
             Ok(read) => answer_in(id, &read)
                 .unwrap_or_else(|| Called::Failed("the upstream answered another request".into())),
             Err(e) => Called::Failed(e.to_string()),
@@ -153,12 +141,9 @@ async fn read_answer(id: &RequestId, response: Response<Incoming>, in_session: b
 const PREALLOCATED: usize = 64 * 1024;
 
 /// The response's body, refused past `max` bytes.
-async fn read_body(
-    response: &mut Incoming,
-    declared: Option<u64>,
-    max: usize,
-) -> io::Result<Vec<u8>> {
-    let declared = usize::try_from(declared.unwrap_or(0)).unwrap_or(usize::MAX);
+async fn read_body(response: &mut Incoming, max: usize) -> io::Result<Vec<u8>> {
+    let declared = hyper::body::Body::size_hint(response).exact().unwrap_or(0);
+    let declared = usize::try_from(declared).unwrap_or(usize::MAX);
     let mut body = Vec::with_capacity(declared.min(max).min(PREALLOCATED));
     while let Some(chunk) = next_chunk(response).await.map_err(io::Error::other)? {
         if body.len() + chunk.len() > max {
@@ -308,15 +293,15 @@ mod tests {
                 )
             }
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        let headers = HeaderMap::new();
+        let url = serve(app, "/mcp").await;
+        posted(&url, &HeaderMap::new()).await
+    }
+
+    /// A call posted to `url` with `headers`, as the executor posts it.
+    async fn posted(url: &Uri, headers: &HeaderMap) -> Called {
         let to = Target {
-            url: &url,
-            headers: &headers,
+            url,
+            headers,
             in_session: false,
         };
         post(&http(), to, &id(), b"{}".to_vec()).await
@@ -434,12 +419,7 @@ mod tests {
             http::header::AUTHORIZATION,
             http::HeaderValue::from_static("Bearer upstream-secret"),
         );
-        let to = Target {
-            url: &upstream,
-            headers: &headers,
-            in_session: false,
-        };
-        let Called::Failed(why) = post(&http(), to, &id(), b"{}".to_vec()).await else {
+        let Called::Failed(why) = posted(&upstream, &headers).await else {
             panic!("a redirect answers nothing");
         };
         assert!(why.starts_with("HTTP 307"), "{why}");
@@ -455,13 +435,7 @@ mod tests {
             .unwrap()
             .port();
         let url: Uri = format!("http://127.0.0.1:{port}/mcp").parse().unwrap();
-        let headers = HeaderMap::new();
-        let to = Target {
-            url: &url,
-            headers: &headers,
-            in_session: false,
-        };
-        let Called::Failed(why) = post(&http(), to, &id(), b"{}".to_vec()).await else {
+        let Called::Failed(why) = posted(&url, &HeaderMap::new()).await else {
             panic!("no upstream, no answer");
         };
         assert!(why.to_lowercase().contains("connect"), "{why}");

@@ -297,6 +297,7 @@ mod tests {
             trace_id: "t".into(),
             state,
             result_json: None,
+            fresh_result: false,
             is_error: false,
             error: None,
             expires_at_ms: None,

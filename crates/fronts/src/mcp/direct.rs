@@ -4,7 +4,7 @@
 //! 2026-07-28, that machinery cost more than the call's own work.
 //!
 //! The direct path takes only requests rmcp would accept and hand to the handler's `tools/call`
-//! as they are, runs them through the same code (`handler::call_upstream`) and writes the same
+//! as they are, runs them through the same code (`handler::run_call`) and writes the same
 //! JSON-RPC response. Whatever it is not sure of goes to rmcp, which answers it as before: a
 //! session id, an `Origin`, an `Accept` with parameters, a header given twice, an `Mcp-Name` in
 //! base64, any `Mcp-Param-*`, another revision, incomplete request metadata, the gateway's own
@@ -12,7 +12,8 @@
 
 use super::Front;
 use super::guard::Agent;
-use super::handler::call_upstream;
+use super::handler::{Ran, run_call};
+use super::render;
 use super::settings::McpSettings;
 use super::tools::is_gateway_tool;
 use axum::http::request::Parts;
@@ -74,7 +75,8 @@ pub fn take(
     })
 }
 
-/// Answers `call` as rmcp would: one JSON-RPC response, as `application/json`.
+/// Answers `call` as rmcp would: one JSON-RPC response, as `application/json`. A result an
+/// executor just made is passed through as it is (`render::passed_through`).
 pub async fn answer(
     front: &Arc<Front>,
     agent: &Agent,
@@ -85,23 +87,33 @@ pub async fn answer(
     let tasks_declared = meta
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks());
-    let response = call_upstream(front, agent, params, &meta, Some(headers), tasks_declared).await;
+    let ran = run_call(front, agent, params, &meta, Some(headers), tasks_declared).await;
+    if let Ran::Settled(envelope) = &ran
+        && let Some(body) = render::passed_through(&id, envelope)
+    {
+        return json_response(body);
+    }
+    let response = ran.into_response();
     let message = ServerJsonRpcMessage::response(ServerResult::from(response), id);
     match serde_json::to_vec(&message) {
-        Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
+        Ok(body) => json_response(body),
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("serializing the answer: {e}\n"),
         )
             .into_response(),
     }
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// The headers of a stateless 2026-07-28 `tools/call` that rmcp accepts, each given once.

@@ -169,24 +169,42 @@ async fn follow(front: &Front, agent: &Agent, envelope: Envelope) -> Envelope {
     envelope
 }
 
+/// What came of a `tools/call`.
+pub(super) enum Ran {
+    /// A call ran, or waited as long as the front waits: its envelope says how it stands.
+    Settled(Envelope),
+    /// An answer of its own: a refusal before any call existed, or a task's handle.
+    Answered(CallToolResponse),
+}
+
+impl Ran {
+    /// The answer as rmcp's type.
+    pub(super) fn into_response(self) -> CallToolResponse {
+        match self {
+            Ran::Settled(envelope) => render::settled(&envelope).into(),
+            Ran::Answered(response) => response,
+        }
+    }
+}
+
 /// A `tools/call` of one of the tenant's tools, through the pipeline. `meta` is the request's
 /// `_meta` (rmcp hands it over beside `request.meta`), `headers` the HTTP request's. The rmcp
-/// handler and the direct path (direct.rs) both answer through this.
-pub(super) async fn call_upstream(
+/// handler and the direct path (direct.rs) both run calls through this.
+pub(super) async fn run_call(
     front: &Arc<Front>,
     agent: &Agent,
     request: CallToolRequestParams,
     meta: &RequestMetaObject,
     headers: Option<&HeaderMap>,
     tasks_declared: bool,
-) -> CallToolResponse {
+) -> Ran {
     let Some(tenant) = agent.tenant.clone() else {
         let error = GatewayError::new(
             ErrorCode::UnknownTool,
             format!("unknown tool {}", request.name),
             "you are an agent of no tenant: only the gatehouse.* tools are yours",
         );
-        return render::error_result(&error, None).into();
+        return Ran::Answered(render::error_result(&error, None).into());
     };
     let idempotency_key = request
         .meta
@@ -208,16 +226,15 @@ pub(super) async fn call_upstream(
     };
     let envelope = match front.pipeline.call(&agent.caller, input).await {
         Ok(envelope) => envelope,
-        Err(error) => return render::error_result(&error, None).into(),
+        Err(error) => return Ran::Answered(render::error_result(&error, None).into()),
     };
     if tasks_declared && !settled(envelope.state) {
         let task = tasks::seed(front, &envelope);
-        return CallToolResponse::Task(
+        return Ran::Answered(CallToolResponse::Task(
             CreateTaskResult::new(task).with_meta(render::envelope_meta(&envelope)),
-        );
+        ));
     }
-    let envelope = follow(front, agent, envelope).await;
-    render::settled(&envelope).into()
+    Ran::Settled(follow(front, agent, envelope).await)
 }
 
 /// The trace context a `tools/call` continues: its `_meta.traceparent` when that is valid (it
@@ -310,7 +327,7 @@ impl ServerHandler for Handler {
                     .extensions
                     .get::<http::request::Parts>()
                     .map(|parts| &parts.headers);
-                Ok(call_upstream(
+                let ran = run_call(
                     &self.front,
                     &agent,
                     request,
@@ -318,7 +335,8 @@ impl ServerHandler for Handler {
                     headers,
                     tasks_declared,
                 )
-                .await)
+                .await;
+                Ok(ran.into_response())
             }
         }
     }

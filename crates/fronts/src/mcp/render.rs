@@ -7,7 +7,12 @@
 use crate::jsonrpc_error::jsonrpc_error;
 use gatehouse_gateway::pipeline::{Envelope, ErrorCode, GatewayError, trace_id};
 use gatehouse_registry::{CallId, CallState};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, MetaObject};
+use rmcp::model::{
+    CallToolResult, ContentBlock, JsonObject, JsonRpcVersion2_0, MetaObject, RequestId, ResultType,
+};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 pub const META_CALL_ID: &str = "dev.gatehouse/call-id";
@@ -93,6 +98,109 @@ pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
         result.structured_content = Some(object);
     }
     result
+}
+
+/// The JSON-RPC response of `tools/call` request `id` for a settled call whose result an
+/// executor just made (`Envelope::fresh_result`): what [`settled`] answers, written with the
+/// result's `content` and `structuredContent` copied as they are rather than read into values
+/// and written again. `None` when the answer needs [`settled`]: a refusal, a result read back
+/// from a record, a result of another shape.
+pub fn passed_through(id: &RequestId, envelope: &Envelope) -> Option<Vec<u8>> {
+    let json = envelope.result_json.as_deref()?;
+    let answers_result = match (envelope.state, envelope.as_error()) {
+        (CallState::Failed, Some(_)) | (_, None) => true,
+        (_, Some(_)) => false,
+    };
+    if !envelope.fresh_result || !answers_result {
+        return None;
+    }
+    let read: ToolResult<'_> = serde_json::from_str(json).ok()?;
+    let fits = read.content.get().starts_with('[')
+        && read
+            .result_type
+            .as_ref()
+            .is_none_or(ResultType::is_complete)
+        && read.meta.is_none_or(|meta| meta.get().starts_with('{'));
+    if !fits {
+        return None;
+    }
+    let response = PassedResponse {
+        jsonrpc: JsonRpcVersion2_0,
+        id,
+        result: PassedResult {
+            result_type: ResultType::COMPLETE,
+            content: read.content,
+            structured_content: read.structured_content,
+            is_error: if envelope.is_error {
+                Some(true)
+            } else {
+                read.is_error
+            },
+            meta: EnvelopeMeta(envelope),
+        },
+    };
+    serde_json::to_vec(&response).ok()
+}
+
+/// A `CallToolResult` as far as passing it on needs: its parts as JSON text, and nothing else
+/// in it (an object with other keys is wrapped as text by [`upstream_result`]).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ToolResult<'a> {
+    #[serde(borrow)]
+    content: &'a RawValue,
+    /// Any JSON, `null` included (kept apart from an absent field, as rmcp does).
+    #[serde(default, borrow, deserialize_with = "present")]
+    structured_content: Option<&'a RawValue>,
+    #[serde(default)]
+    is_error: Option<bool>,
+    /// Replaced by the envelope's.
+    #[serde(rename = "_meta", default, borrow)]
+    meta: Option<&'a RawValue>,
+    #[serde(default)]
+    result_type: Option<ResultType>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+#[derive(Serialize)]
+struct PassedResponse<'a> {
+    jsonrpc: JsonRpcVersion2_0,
+    id: &'a RequestId,
+    result: PassedResult<'a>,
+}
+
+/// Keys in the order rmcp writes a `CallToolResult`'s.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PassedResult<'a> {
+    result_type: ResultType,
+    content: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+    #[serde(rename = "_meta")]
+    meta: EnvelopeMeta<'a>,
+}
+
+/// [`envelope_meta`], written straight from the envelope.
+struct EnvelopeMeta<'a>(&'a Envelope);
+
+impl Serialize for EnvelopeMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let envelope = self.0;
+        let mut meta = serializer.serialize_map(Some(4))?;
+        meta.serialize_entry(META_CALL_ID, &envelope.call_id)?;
+        meta.serialize_entry(META_EFFECTIVE_MODE, &envelope.effective_mode)?;
+        meta.serialize_entry(META_POLICY_DECISION, &envelope.policy_decision_id)?;
+        meta.serialize_entry(META_TRACE_ID, &envelope.trace_id)?;
+        meta.end()
+    }
 }
 
 /// An object of `content` (a list), `structuredContent`, `isError`, `_meta` and `resultType`
@@ -223,6 +331,124 @@ mod tests {
             wrapped.structured_content,
             Some(json!({"content": [{"type": "hologram"}]}))
         );
+    }
+
+    fn ran(state: CallState, result: &str, fresh_result: bool) -> Envelope {
+        let failed = state == CallState::Failed;
+        Envelope {
+            call_id: "call_1".into(),
+            tenant: "acme".into(),
+            tool: "demo.echo".into(),
+            effective_mode: gatehouse_registry::ApprovalMode::ReadOnly,
+            policy_decision_id: "pd_1".into(),
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+            state,
+            result_json: Some(result.into()),
+            fresh_result,
+            is_error: failed,
+            error: failed.then(|| "the tool reported an error".into()),
+            expires_at_ms: None,
+            args_sha256: "00".into(),
+            context_id: None,
+            updated_at_ms: None,
+        }
+    }
+
+    /// The response the typed path writes for the same request.
+    fn typed(id: &RequestId, envelope: &Envelope) -> Value {
+        let response = rmcp::model::CallToolResponse::from(settled(envelope));
+        let message = rmcp::model::ServerJsonRpcMessage::response(
+            rmcp::model::ServerResult::from(response),
+            id.clone(),
+        );
+        serde_json::to_value(message).unwrap()
+    }
+
+    #[test]
+    fn a_fresh_result_passed_through_reads_as_the_typed_answer() {
+        let id = RequestId::String("req-9".into());
+        for (state, result) in [
+            (
+                CallState::Succeeded,
+                r#"{"content":[{"type":"text","text":"hi \u00e9\n"}],"isError":false}"#,
+            ),
+            (
+                CallState::Succeeded,
+                r#"{"content":[],"structuredContent":{"n":[1,2.5,null]},"_meta":{"up":1}}"#,
+            ),
+            (
+                CallState::Succeeded,
+                r#"{"resultType":"complete","content":[{"type":"text","text":"x"}],"structuredContent":null}"#,
+            ),
+            (
+                CallState::Succeeded,
+                r#"{"content":[{"type":"image","data":"aGk=","mimeType":"image/png"}]}"#,
+            ),
+            // The tool's own error, whatever the upstream put in `isError`.
+            (
+                CallState::Failed,
+                r#"{"content":[{"type":"text","text":"no"}],"isError":true}"#,
+            ),
+            (
+                CallState::Failed,
+                r#"{"content":[{"type":"text","text":"no"}]}"#,
+            ),
+        ] {
+            let envelope = ran(state, result, true);
+            let body = passed_through(&id, &envelope)
+                .unwrap_or_else(|| panic!("{result} was not passed through"));
+            let passed: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(passed, typed(&id, &envelope), "{result}");
+        }
+        // An upstream cannot speak for the gateway: its `_meta` gives way to the envelope's.
+        let numbered = RequestId::Number(7);
+        let forged = r#"{"content":[],"_meta":{"dev.gatehouse/call-id":"call_forged"}}"#;
+        let envelope = ran(CallState::Succeeded, forged, true);
+        let passed: Value =
+            serde_json::from_slice(&passed_through(&numbered, &envelope).unwrap()).unwrap();
+        assert_eq!(passed, typed(&numbered, &envelope));
+        assert_eq!(
+            passed["result"]["_meta"],
+            json!({
+                META_CALL_ID: "call_1",
+                META_EFFECTIVE_MODE: "read_only",
+                META_POLICY_DECISION: "pd_1",
+                META_TRACE_ID: "4bf92f3577b34da6a3ce929d0e0e4736",
+            })
+        );
+    }
+
+    #[test]
+    fn only_a_fresh_result_of_a_tools_shape_is_passed_through() {
+        let id = RequestId::Number(1);
+        let shaped = r#"{"content":[{"type":"text","text":"hi"}]}"#;
+        // Read back from a record: an earlier version may have stored another shape.
+        assert_eq!(
+            passed_through(&id, &ran(CallState::Succeeded, shaped, false)),
+            None
+        );
+        for other in [
+            // Another key: wrapped as text by the typed path.
+            r#"{"content":[],"balance":12}"#,
+            r#"{"content":"not a list"}"#,
+            r#"{"structuredContent":{"n":1}}"#,
+            r#"{"content":[],"resultType":"input_required"}"#,
+            r#"{"content":[],"_meta":"not an object"}"#,
+            r#"{"content":[],"_meta":{},"_meta":{}}"#,
+            "[1]",
+            "not json",
+        ] {
+            assert_eq!(
+                passed_through(&id, &ran(CallState::Succeeded, other, true)),
+                None,
+                "{other}"
+            );
+        }
+        // A call that did not end in a result answers with its error.
+        let mut rejected = ran(CallState::Rejected, shaped, true);
+        rejected.is_error = true;
+        rejected.error = Some("rejected by alice: no".into());
+        assert_eq!(passed_through(&id, &rejected), None);
     }
 
     #[test]

@@ -21,9 +21,8 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientJsonRpcMessage,
-    ClientRequest, ErrorData, JsonObject, MetaObject, ProtocolVersion, RequestId,
-    RequestMetaObject, Tool,
+    CallToolRequestParams, CallToolResult, ClientConfig, ClientJsonRpcMessage, ErrorData,
+    JsonObject, JsonRpcVersion2_0, MetaObject, ProtocolVersion, RequestId, RequestMetaObject, Tool,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -31,7 +30,9 @@ use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
     StreamableHttpPostResponse,
 };
+use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sse_stream::Sse;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -365,20 +366,20 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
         traceparent,
         timeout,
     } = call;
-    let arguments = match serde_json::from_str::<Value>(&execution.arguments) {
-        Ok(Value::Object(arguments)) => arguments,
-        _ => {
-            return Attempt::refused(ExecError {
-                message: "the arguments are not a JSON object".into(),
-            });
-        }
+    let Some(arguments) = json_object(&execution.arguments) else {
+        return Attempt::refused(ExecError {
+            message: "the arguments are not a JSON object".into(),
+        });
     };
     let mut open = match sessions.get(key, url, bearer, timeout).await {
         Ok(open) => open,
         Err(e) => return Attempt::transient(Err(e)),
     };
-    let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    params.meta = Some(meta(execution, traceparent));
+    let params = Params {
+        name: tool,
+        arguments,
+        meta: meta(execution, traceparent),
+    };
     let shown = redact::url(url);
     tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "calling mcp upstream");
     let mut called = tokio::time::timeout(timeout, call_tool(&open, &params)).await;
@@ -433,11 +434,44 @@ pub(super) enum Called {
     Expired,
 }
 
+/// The text of `json` when it is one JSON object, to be sent on as it is.
+fn json_object(json: &str) -> Option<&RawValue> {
+    serde_json::from_str::<&RawValue>(json)
+        .ok()
+        .filter(|raw| raw.get().starts_with('{'))
+}
+
+/// A `tools/call`'s params: the tool's name as the upstream knows it, the arguments as the
+/// call carries them (checked to be an object, passed on as they are), and `_meta`.
+#[derive(Serialize)]
+struct Params<'a> {
+    #[serde(rename = "_meta")]
+    meta: RequestMetaObject,
+    name: &'a str,
+    arguments: &'a RawValue,
+}
+
+/// A `tools/call` request as rmcp's client writes one.
+#[derive(Serialize)]
+struct Posted<'a> {
+    jsonrpc: JsonRpcVersion2_0,
+    id: &'a RequestId,
+    method: &'static str,
+    params: &'a Params<'a>,
+}
+
 /// One `tools/call` on `open`: posted by this task when the session allows it, else through
 /// rmcp's session.
-async fn call_tool(open: &Open, params: &CallToolRequestParams) -> Called {
+async fn call_tool(open: &Open, params: &Params<'_>) -> Called {
     let Some(direct) = &open.direct else {
-        return match open.session.call_tool(params.clone()).await {
+        let arguments = match serde_json::from_str::<JsonObject>(params.arguments.get()) {
+            Ok(arguments) => arguments,
+            Err(e) => return Called::Failed(format!("the arguments do not read back: {e}")),
+        };
+        let mut request =
+            CallToolRequestParams::new(params.name.to_owned()).with_arguments(arguments);
+        request.meta = Some(params.meta.clone());
+        return match open.session.call_tool(request).await {
             Ok(result) => Called::Answered(result),
             Err(ServiceError::McpError(e)) => Called::Refused(e),
             Err(e) => Called::Failed(e.to_string()),
@@ -445,10 +479,12 @@ async fn call_tool(open: &Open, params: &CallToolRequestParams) -> Called {
     };
     let n = direct.next_id.fetch_add(1, Ordering::Relaxed);
     let id = RequestId::String(format!("gatehouse-{n}").into());
-    let message = ClientJsonRpcMessage::request(
-        ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
-        id.clone(),
-    );
+    let message = Posted {
+        jsonrpc: JsonRpcVersion2_0,
+        id: &id,
+        method: "tools/call",
+        params,
+    };
     let body = match serde_json::to_vec(&message) {
         Ok(body) => body,
         Err(e) => return Called::Failed(format!("the call does not serialize: {e}")),

@@ -114,16 +114,28 @@ async fn mcp_calls_are_posted_directly_and_survive_a_forgotten_session() {
     assert_eq!(upstream.sessions.sessions.read().await.len(), 1);
 }
 
+/// The bodies of the `tools/call` requests an upstream received, as they came.
+type Bodies = Arc<Mutex<Vec<axum::body::Bytes>>>;
+
 /// A hand-written MCP upstream that keeps sessions: `initialize` gets a JSON answer and a session
 /// id, each `tools/call` an SSE stream of `events` (with `{id}` replaced by the call's own id).
 async fn scripted_upstream(events: Vec<&'static str>) -> SocketAddr {
+    scripted_upstream_keeping(events, Bodies::default()).await
+}
+
+/// [`scripted_upstream`], keeping each `tools/call`'s body in `bodies`.
+async fn scripted_upstream_keeping(events: Vec<&'static str>, bodies: Bodies) -> SocketAddr {
     let answer = move |request: Request| {
         let events = events.clone();
+        let bodies = bodies.clone();
         async move {
             let body = axum::body::to_bytes(request.into_body(), 1 << 20)
                 .await
                 .unwrap();
             let message: Value = serde_json::from_slice(&body).unwrap();
+            if message["method"] == "tools/call" {
+                bodies.lock().unwrap().push(body.clone());
+            }
             let id = message["id"].clone();
             match message["method"].as_str() {
                 Some("initialize") => (
@@ -211,6 +223,61 @@ async fn an_upstream_stream_is_read_no_further_than_its_bound() {
     .await;
     let err = echo_at(addr).await.unwrap_err();
     assert!(err.message.contains("larger than"), "{err}");
+}
+
+/// An executor whose `kb` is a trusted scripted upstream answering every call with an empty
+/// result, and the bodies of the calls it gets.
+async fn keeping_upstream() -> (NodeExecutor, Bodies) {
+    let bodies = Bodies::default();
+    let addr = scripted_upstream_keeping(
+        vec![r#"{"jsonrpc":"2.0","id":{id},"result":{"content":[]}}"#],
+        bodies.clone(),
+    )
+    .await;
+    let executor = node_executor(registry(&mcp_upstream(addr, "trusted: true")));
+    (executor, bodies)
+}
+
+#[tokio::test]
+async fn a_call_carries_its_arguments_as_the_text_the_audit_hashed() {
+    // The call's arguments are the canonical text whose SHA-256 is the call's `args_sha256`; the
+    // upstream gets that text itself, not a re-encoding of it.
+    let (executor, bodies) = keeping_upstream().await;
+    let mut call = execution("acme", "kb.echo", json!({}));
+    call.arguments = r#"{"a":"\u00e9\n","b":[1,2.5e-7,{"c":null}]}"#.into();
+    let out = executor.execute(call.clone()).await.unwrap();
+    assert!(!out.is_error);
+    #[derive(serde::Deserialize)]
+    struct Posted<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        name: String,
+        #[serde(borrow)]
+        arguments: &'a serde_json::value::RawValue,
+    }
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1);
+    let posted: Posted<'_> = serde_json::from_slice(&bodies[0]).unwrap();
+    assert_eq!(posted.params.name, "echo");
+    assert_eq!(posted.params.arguments.get(), call.arguments);
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_one_json_object_never_reach_the_upstream() {
+    let (executor, bodies) = keeping_upstream().await;
+    for arguments in ["[1]", "\"text\"", "{\"a\":1} {\"b\":2}", "{\"a\":", ""] {
+        let mut call = execution("acme", "kb.echo", json!({}));
+        call.arguments = arguments.into();
+        let err = executor.execute(call).await.unwrap_err();
+        assert!(
+            err.message.contains("not a JSON object"),
+            "{arguments}: {err}"
+        );
+    }
+    assert!(bodies.lock().unwrap().is_empty());
 }
 
 /// `kb.echo` of a trusted MCP upstream at `addr`.

@@ -17,6 +17,10 @@ pub struct Envelope {
     pub state: CallState,
     /// The upstream's result as JSON text, once there is one (also for a tool's own error).
     pub result_json: Option<String>,
+    /// `result_json` is a `CallToolResult` an executor of this node made for this answer
+    /// (`ToolOutput`'s promise), not a result read back from a call record, which an earlier
+    /// version may have stored in another shape.
+    pub fresh_result: bool,
     pub is_error: bool,
     pub error: Option<String>,
     /// While pending: until when approvers may act. Once approved: until when it must start.
@@ -39,6 +43,7 @@ impl Envelope {
             trace_id: trace_id(&call.id, call.trace_parent.as_deref()),
             state,
             result_json: None,
+            fresh_result: false,
             is_error: false,
             error: None,
             expires_at_ms: None,
@@ -53,10 +58,12 @@ impl Envelope {
         match result {
             Ok(out) if !out.is_error => Envelope {
                 result_json: Some(out.result_json),
+                fresh_result: true,
                 ..Envelope::base(call, CallState::Succeeded)
             },
             Ok(out) => Envelope {
                 result_json: Some(out.result_json),
+                fresh_result: true,
                 is_error: true,
                 error: Some("the tool reported an error".into()),
                 ..Envelope::base(call, CallState::Failed)

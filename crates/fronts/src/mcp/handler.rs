@@ -234,7 +234,11 @@ pub(super) async fn run_call(
             CreateTaskResult::new(task).with_meta(render::envelope_meta(&envelope)),
         ));
     }
-    Ran::Settled(follow(front, agent, envelope).await)
+    if settled(envelope.state) {
+        return Ran::Settled(envelope);
+    }
+    // Boxed: waiting on a call's record is far larger a future than a call run at once.
+    Ran::Settled(Box::pin(follow(front, agent, envelope)).await)
 }
 
 /// The trace context a `tools/call` continues: its `_meta.traceparent` when that is valid (it

@@ -273,7 +273,10 @@ impl Pipeline {
                 span.record("policy_decision", plan.call.policy_decision_id.as_str());
                 span.record("replicated", plan.replicated);
                 if plan.replicated {
-                    (self.propose_audited(caller, input, plan.call).await, true)
+                    // Boxed: a proposal's future (Raft's write, the audit's sync) is far larger
+                    // than a call run at once, and every read-only call would carry its room.
+                    let proposed = Box::pin(self.propose_audited(caller, input, plan.call));
+                    (proposed.await, true)
                 } else {
                     (self.run_now(plan.call).await, false)
                 }

@@ -14,7 +14,6 @@ use super::Front;
 use super::guard::Agent;
 use super::handler::{Ran, run_call};
 use super::render;
-use super::settings::McpSettings;
 use super::tools::is_gateway_tool;
 use axum::http::request::Parts;
 use axum::http::uri::Authority;
@@ -38,12 +37,8 @@ pub struct DirectCall {
 
 /// `message` as a call the direct path answers, when it and the request's headers are what
 /// rmcp would accept and hand to the handler unchanged.
-pub fn take(
-    settings: &McpSettings,
-    parts: &Parts,
-    message: ClientJsonRpcMessage,
-) -> Option<DirectCall> {
-    if !settings.direct_calls || !headers_fit(settings, &parts.headers) {
+pub fn take(front: &Front, parts: &Parts, message: ClientJsonRpcMessage) -> Option<DirectCall> {
+    if !front.settings.direct_calls || !headers_fit(&front.hosts, &parts.headers) {
         return None;
     }
     let ClientJsonRpcMessage::Request(request) = message else {
@@ -117,7 +112,7 @@ fn json_response(body: Vec<u8>) -> Response {
 }
 
 /// The headers of a stateless 2026-07-28 `tools/call` that rmcp accepts, each given once.
-fn headers_fit(settings: &McpSettings, headers: &HeaderMap) -> bool {
+fn headers_fit(hosts: &AllowedHosts, headers: &HeaderMap) -> bool {
     !headers.contains_key("mcp-session-id")
         && !headers.contains_key(header::ORIGIN)
         && !headers
@@ -127,7 +122,7 @@ fn headers_fit(settings: &McpSettings, headers: &HeaderMap) -> bool {
         && only(headers, "mcp-method") == Some("tools/call")
         && only(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
         && only(headers, header::ACCEPT.as_str()).is_some_and(accepts_json_and_events)
-        && only(headers, header::HOST.as_str()).is_some_and(|host| host_allowed(settings, host))
+        && only(headers, header::HOST.as_str()).is_some_and(|host| hosts.allow(host))
 }
 
 /// The header's value, when it is given exactly once and is visible ASCII.
@@ -160,31 +155,50 @@ fn accepts_json_and_events(accept: &str) -> bool {
     named("application/json") && named("text/event-stream")
 }
 
-/// rmcp's rule: any host when the list is empty or disabled (`*`), else a listed host, on the
-/// listed port when the entry names one.
-fn host_allowed(settings: &McpSettings, host: &str) -> bool {
-    let allowed = &settings.allowed_hosts;
-    if allowed.is_empty() || allowed.iter().any(|entry| entry == "*") {
-        return true;
+/// The hosts `/mcp` answers, read once from `McpSettings::allowed_hosts` by rmcp's rule: any
+/// host when the list is empty or disabled (`*`), else a listed host, on the listed port when
+/// the entry names one. Names are compared ignoring ASCII case.
+#[derive(Debug, Clone)]
+pub struct AllowedHosts {
+    /// `None`: any host.
+    listed: Option<Vec<(String, Option<u16>)>>,
+}
+
+impl AllowedHosts {
+    pub fn new(entries: &[String]) -> AllowedHosts {
+        if entries.is_empty() || entries.iter().any(|entry| entry == "*") {
+            return AllowedHosts { listed: None };
+        }
+        let listed = entries
+            .iter()
+            .map(|entry| entry.trim())
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| match Authority::try_from(entry) {
+                Ok(authority) => (
+                    unbracketed(authority.host()).to_owned(),
+                    authority.port_u16(),
+                ),
+                Err(_) => (unbracketed(entry).to_owned(), None),
+            })
+            .collect();
+        AllowedHosts {
+            listed: Some(listed),
+        }
     }
-    let Ok(host) = Authority::try_from(host) else {
-        return false;
-    };
-    let (name, port) = (unbracketed(host.host()), host.port_u16());
-    allowed.iter().any(|entry| {
-        let entry = entry.trim();
-        if entry.is_empty() {
-            return false;
-        }
-        let fits = |entry_name: &str, entry_port: Option<u16>| {
-            unbracketed(entry_name).eq_ignore_ascii_case(name)
-                && entry_port.is_none_or(|p| port == Some(p))
+
+    /// Whether a request with this `Host` header is answered.
+    pub fn allow(&self, host: &str) -> bool {
+        let Some(listed) = &self.listed else {
+            return true;
         };
-        match Authority::try_from(entry) {
-            Ok(authority) => fits(authority.host(), authority.port_u16()),
-            Err(_) => fits(entry, None),
-        }
-    })
+        let Ok(host) = Authority::try_from(host) else {
+            return false;
+        };
+        let (name, port) = (unbracketed(host.host()), host.port_u16());
+        listed.iter().any(|(listed_name, listed_port)| {
+            listed_name.eq_ignore_ascii_case(name) && listed_port.is_none_or(|p| port == Some(p))
+        })
+    }
 }
 
 /// The host without an IPv6 literal's brackets; names are compared ignoring ASCII case.
@@ -194,30 +208,33 @@ fn unbracketed(host: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use super::super::settings::McpSettings;
     use super::*;
 
-    fn settings(hosts: &[&str]) -> McpSettings {
-        McpSettings {
-            allowed_hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
-            ..McpSettings::default()
-        }
+    fn hosts(listed: &[&str]) -> AllowedHosts {
+        AllowedHosts::new(&listed.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())
     }
 
     #[test]
     fn hosts_are_matched_as_rmcp_matches_them() {
-        let default = McpSettings::default();
-        assert!(host_allowed(&default, "127.0.0.1:8080"));
-        assert!(host_allowed(&default, "LOCALHOST"));
-        assert!(host_allowed(&default, "[::1]:80"));
-        assert!(!host_allowed(&default, "evil.example:8080"));
-        assert!(!host_allowed(&default, "localhost.evil.example"));
-        assert!(!host_allowed(&default, "bad host"));
-        let pinned = settings(&["gate.example:443"]);
-        assert!(host_allowed(&pinned, "gate.example:443"));
-        assert!(!host_allowed(&pinned, "gate.example:8443"));
-        assert!(!host_allowed(&pinned, "gate.example"));
-        assert!(host_allowed(&settings(&["*"]), "anything.example"));
-        assert!(host_allowed(&settings(&[]), "anything.example"));
+        let default = AllowedHosts::new(&McpSettings::default().allowed_hosts);
+        assert!(default.allow("127.0.0.1:8080"));
+        assert!(default.allow("LOCALHOST"));
+        assert!(default.allow("[::1]:80"));
+        assert!(!default.allow("evil.example:8080"));
+        assert!(!default.allow("localhost.evil.example"));
+        assert!(!default.allow("bad host"));
+        let pinned = hosts(&["gate.example:443"]);
+        assert!(pinned.allow("gate.example:443"));
+        assert!(!pinned.allow("gate.example:8443"));
+        assert!(!pinned.allow("gate.example"));
+        let spaced = hosts(&[" Gate.Example ", "[::1]:8080", ""]);
+        assert!(spaced.allow("gate.example"));
+        assert!(spaced.allow("[::1]:8080"));
+        assert!(!spaced.allow("[::1]:8081"));
+        assert!(!hosts(&[" "]).allow("anything.example"));
+        assert!(hosts(&["*"]).allow("anything.example"));
+        assert!(hosts(&[]).allow("anything.example"));
     }
 
     #[test]

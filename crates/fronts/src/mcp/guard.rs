@@ -103,7 +103,7 @@ pub async fn guard(State(front): State<Arc<Front>>, request: Request, next: Next
         Ok(message) => message,
         Err(response) => return *response,
     };
-    if let Some(call) = direct::take(&front.settings, &parts, message)
+    if let Some(call) = direct::take(&front, &parts, message)
         && let Some(agent) = parts.extensions.get::<Agent>()
     {
         front.pipeline.metrics().count_direct_mcp_call();

@@ -41,6 +41,8 @@ pub const PATH: &str = "/mcp";
 pub struct Front {
     pub pipeline: Pipeline,
     pub settings: McpSettings,
+    /// `settings.allowed_hosts`, read once for the direct path.
+    pub hosts: direct::AllowedHosts,
     /// Cancelled when the node stops: sessions, their streams and watchers end.
     pub stop: CancellationToken,
 }
@@ -61,6 +63,7 @@ pub fn router(pipeline: Pipeline, settings: McpSettings, stop: CancellationToken
     };
     let front = Arc::new(Front {
         pipeline,
+        hosts: direct::AllowedHosts::new(&settings.allowed_hosts),
         settings,
         stop,
     });

@@ -158,7 +158,7 @@ fn accepts_json_and_events(accept: &str) -> bool {
 /// The hosts `/mcp` answers, read once from `McpSettings::allowed_hosts` by rmcp's rule: any
 /// host when the list is empty or disabled (`*`), else a listed host, on the listed port when
 /// the entry names one. Names are compared ignoring ASCII case.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct AllowedHosts {
     /// `None`: any host.
     listed: Option<Vec<(String, Option<u16>)>>,

@@ -21,20 +21,12 @@ pub const META_POLICY_DECISION: &str = "dev.gatehouse/policy-decision-id";
 pub const META_TRACE_ID: &str = "dev.gatehouse/trace-id";
 pub const META_IDEMPOTENCY_KEY: &str = "dev.gatehouse/idempotency-key";
 
-/// The envelope of a call, as `_meta`.
+/// The envelope of a call, as `_meta` (the keys [`EnvelopeMeta`] writes).
 pub fn envelope_meta(envelope: &Envelope) -> MetaObject {
-    let mut meta = JsonObject::new();
-    meta.insert(META_CALL_ID.into(), envelope.call_id.clone().into());
-    meta.insert(
-        META_EFFECTIVE_MODE.into(),
-        serde_json::to_value(envelope.effective_mode).unwrap_or(Value::Null),
-    );
-    meta.insert(
-        META_POLICY_DECISION.into(),
-        envelope.policy_decision_id.clone().into(),
-    );
-    meta.insert(META_TRACE_ID.into(), envelope.trace_id.clone().into());
-    MetaObject(meta)
+    match serde_json::to_value(EnvelopeMeta(envelope)) {
+        Ok(Value::Object(meta)) => MetaObject(meta),
+        _ => MetaObject::default(),
+    }
 }
 
 /// The `_meta` of an answer no call stands behind (a refusal before any call existed): a trace id
@@ -107,11 +99,7 @@ pub fn upstream_result(json: &str, is_error: bool) -> CallToolResult {
 /// from a record, a result of another shape.
 pub fn passed_through(id: &RequestId, envelope: &Envelope) -> Option<Vec<u8>> {
     let json = envelope.result_json.as_deref()?;
-    let answers_result = match (envelope.state, envelope.as_error()) {
-        (CallState::Failed, Some(_)) | (_, None) => true,
-        (_, Some(_)) => false,
-    };
-    if !envelope.fresh_result || !answers_result {
+    if !envelope.fresh_result || refusal(envelope).is_some() {
         return None;
     }
     let read: ToolResult<'_> = serde_json::from_str(json).ok()?;
@@ -188,7 +176,7 @@ struct PassedResult<'a> {
     meta: EnvelopeMeta<'a>,
 }
 
-/// [`envelope_meta`], written straight from the envelope.
+/// The envelope of a call as `_meta`'s keys, written straight from the envelope.
 struct EnvelopeMeta<'a>(&'a Envelope);
 
 impl Serialize for EnvelopeMeta<'_> {
@@ -256,12 +244,18 @@ pub fn refused(error: GatewayError) -> rmcp::ErrorData {
 /// The answer to a `tools/call` (or a `call_status` poll) once the call's envelope is known:
 /// its result once it succeeded, else why it has none.
 pub fn settled(envelope: &Envelope) -> CallToolResult {
-    match (envelope.state, envelope.as_error()) {
-        // A tool that ran and reported its own error: its result says what went wrong.
-        (CallState::Failed, Some(_)) if envelope.result_json.is_some() => call_result(envelope),
-        (_, Some(error)) => error_result(&error, Some(envelope)),
-        (_, None) => call_result(envelope),
+    match refusal(envelope) {
+        Some(error) => error_result(&error, Some(envelope)),
+        None => call_result(envelope),
     }
+}
+
+/// Why a call answers without its result; `None` when it answers with it: a success, or a tool
+/// that ran and reported its own error (its result says what went wrong).
+fn refusal(envelope: &Envelope) -> Option<GatewayError> {
+    let error = envelope.as_error()?;
+    let tool_error = envelope.state == CallState::Failed && envelope.result_json.is_some();
+    (!tool_error).then_some(error)
 }
 
 /// `gatehouse.call_status` for a call still under way: not an error of the status call itself,

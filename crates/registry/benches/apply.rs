@@ -44,11 +44,11 @@ fn tenant(i: usize) -> Resource {
     parsed.into_resources().remove(0)
 }
 
-/// A proposal with a request id of its own, as every node gets it from the log.
-fn proposal(ids: &mut u128, command: Command) -> Proposal {
-    *ids += 1;
+/// A proposal with a request id of its own, as every node gets it from the log: random, as
+/// `Cluster::propose` makes them, so each lands at a random place among those applied before.
+fn proposal(command: Command) -> Proposal {
     Proposal {
-        request_id: uuid::Uuid::from_u128(*ids),
+        request_id: uuid::Uuid::new_v4(),
         at: 1,
         command,
     }
@@ -62,7 +62,7 @@ fn main() {
     );
     let tenants: Vec<Resource> = (0..s.writes).map(tenant).collect();
     let mut registry = Registry::new();
-    let (mut index, mut ids) = (0u64, 0u128);
+    let mut index = 0u64;
     let quarter = (s.writes / 4).max(1);
     let (mut started, mut reported) = (Instant::now(), 0);
     for (n, chunk) in tenants.chunks(s.batch).enumerate() {
@@ -70,7 +70,7 @@ fn main() {
             .iter()
             .map(|t| {
                 let resources = vec![t.clone()];
-                proposal(&mut ids, Command::Put { resources })
+                proposal(Command::Put { resources })
             })
             .collect();
         let places = chunk
@@ -81,12 +81,12 @@ fn main() {
                     home: 1,
                     epoch: 1,
                 };
-                proposal(&mut ids, command)
+                proposal(command)
             })
             .collect();
         for proposals in [puts, places] {
             index += 1;
-            let batch = proposal(&mut ids, Command::Batch { proposals });
+            let batch = proposal(Command::Batch { proposals });
             registry.apply(index, &batch).expect("the workload applies");
         }
         let done = ((n + 1) * s.batch).min(s.writes);

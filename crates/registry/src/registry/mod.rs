@@ -70,10 +70,12 @@ struct State {
     /// (tenant, principal, key) to the call that used the key.
     #[serde(with = "pairs")]
     idempotency: BTreeMap<(String, String, String), CallId>,
-    placements: BTreeMap<String, Placement>,
-    /// Looked up and added to by every proposal, so hashed: in an ordered map of tens of
-    /// thousands of ids each look-up was a dozen compares of nodes out of cache. Written in key
-    /// order, the same bytes as the ordered map it replaced.
+    /// Looked up by every tenant write, placement step and call routed to a home, so hashed:
+    /// in an ordered map of tens of thousands of tenants each look-up was a dozen string
+    /// compares out of cache. Written in key order, as the ordered map it replaced wrote it.
+    #[serde(with = "sorted")]
+    placements: HashMap<String, Placement>,
+    /// Looked up and added to by every proposal, so hashed like `placements`.
     #[serde(with = "sorted")]
     requests: HashMap<Uuid, AppliedRequest>,
     /// Every node id ever admitted, with the address it joined with.

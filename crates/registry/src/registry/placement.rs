@@ -7,7 +7,7 @@ use crate::call::NodeId;
 use crate::command::Response;
 use crate::error::ApplyError;
 use serde::{Deserialize, Serialize};
-use std::collections::btree_map::Entry;
+use std::collections::hash_map::Entry;
 
 /// Where a tenant's approval queue lives; `epoch` grows on every move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,7 +25,7 @@ impl Registry {
         self.state.placements.get(tenant).copied()
     }
 
-    /// Every tenant's placement, by tenant.
+    /// Every tenant's placement, in no particular order.
     pub fn placements(&self) -> impl Iterator<Item = (&str, Placement)> + '_ {
         self.state.placements.iter().map(|(t, p)| (t.as_str(), *p))
     }

@@ -865,18 +865,30 @@ fn snapshot_bytes_round_trip_to_the_same_digest() {
     assert_eq!(copy, h.registry);
 }
 
-/// Applied request ids live in a hash map, whose order differs from map to map: two nodes that
-/// applied the same proposals must still write the same bytes, the ids in order, as the ordered
-/// map before it wrote them (so older snapshots read back to the same bytes).
+/// Applied request ids and placements live in hash maps, whose order differs from map to map:
+/// two nodes that applied the same proposals must still write the same bytes, each map in key
+/// order as the ordered maps before them wrote it (so older snapshots read back to the same
+/// bytes).
 #[test]
-fn two_nodes_write_the_same_bytes_with_request_ids_in_order() {
-    let proposals: Vec<Proposal> = (0..64)
-        .map(|i| Proposal {
-            request_id: Uuid::new_v4(),
-            at: 1_000 + i,
-            command: Command::Put {
-                resources: vec![tenant(&format!("t{i}"), "T")],
-            },
+fn two_nodes_write_the_same_bytes_with_hashed_maps_in_key_order() {
+    let names: Vec<String> = (0..64).map(|i| format!("t{i:02}")).collect();
+    let proposals: Vec<Proposal> = names
+        .iter()
+        .enumerate()
+        .flat_map(|(i, name)| {
+            let put = Command::Put {
+                resources: vec![tenant(name, "T")],
+            };
+            let place = Command::Place {
+                tenant: name.clone(),
+                home: 1 + i as u64 % 3,
+                epoch: 1,
+            };
+            [put, place].map(|command| Proposal {
+                request_id: Uuid::new_v4(),
+                at: 1_000 + i as u64,
+                command,
+            })
         })
         .collect();
     let mut one = Registry::new();
@@ -884,23 +896,29 @@ fn two_nodes_write_the_same_bytes_with_request_ids_in_order() {
     for (i, p) in proposals.iter().enumerate() {
         one.apply(i as u64 + 1, p).unwrap();
     }
-    // Another node's map: filled in another order, and hashed with other keys.
-    for (i, p) in proposals.iter().enumerate().rev() {
-        two.apply(proposals.len() as u64 - i as u64, p).unwrap();
+    // Another node's maps: filled in another order (each tenant still put before it is
+    // placed), and hashed with other keys.
+    for (i, pair) in proposals.chunks(2).enumerate().rev() {
+        for p in pair {
+            two.apply(i as u64 + 1, p).unwrap();
+        }
     }
+    two.apply(proposals.len() as u64, &proposals[0]).unwrap();
     let bytes = one.to_bytes();
     assert_eq!(bytes, two.to_bytes());
     let text = String::from_utf8(bytes.clone()).unwrap();
-    let mut ids: Vec<Uuid> = proposals.iter().map(|p| p.request_id).collect();
+    let mut ids: Vec<String> = proposals.iter().map(|p| p.request_id.to_string()).collect();
     ids.sort();
-    let at: Vec<usize> = ids
-        .iter()
-        .map(|id| {
-            text.find(&format!("\"{id}\":"))
-                .expect("every id is written")
-        })
-        .collect();
-    assert!(at.is_sorted(), "request ids are written in id order");
+    for (what, keys) in [("request ids", &ids), ("placements", &names)] {
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                text.rfind(&format!("\"{k}\":"))
+                    .expect("every key is written")
+            })
+            .collect();
+        assert!(at.is_sorted(), "{what} are written in key order");
+    }
     assert_eq!(Registry::from_bytes(&bytes).unwrap().to_bytes(), bytes);
 }
 

@@ -58,8 +58,9 @@ struct State {
     #[serde(with = "pairs")]
     resources: BTreeMap<ResourceKey, Stored>,
     /// Generation counters that outlive deletes, so a re-created resource never reuses one.
-    #[serde(with = "pairs")]
-    generations: BTreeMap<ResourceKey, u64>,
+    /// Only looked up one key at a time, by every change, so hashed like `placements`.
+    #[serde(with = "sorted_pairs")]
+    generations: HashMap<ResourceKey, u64>,
     /// Grows on every change to any of a tenant's policies.
     policy_generations: BTreeMap<String, u64>,
     /// The applied index of the last change to the skills a tenant's cascade reads (`None`:
@@ -108,6 +109,32 @@ mod pairs {
     where
         D: Deserializer<'de>,
         K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+/// A hash map whose keys are not strings, written as `pairs` writes an ordered map of the same
+/// entries.
+mod sorted_pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::HashMap;
+    use std::hash::Hash;
+
+    pub fn serialize<S: Serializer, K: Serialize + Ord, V: Serialize>(
+        map: &HashMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut entries: Vec<(&K, &V)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        s.collect_seq(entries)
+    }
+
+    pub fn deserialize<'de, D, K, V>(d: D) -> Result<HashMap<K, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        K: Deserialize<'de> + Eq + Hash,
         V: Deserialize<'de>,
     {
         Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())

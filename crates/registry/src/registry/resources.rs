@@ -7,7 +7,7 @@ use crate::command::{Change, ResourceChange, Response};
 use crate::error::ApplyError;
 use crate::resource::{Kind, Resource, ResourceKey};
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Most webhooks one tenant may have.
 pub const MAX_WEBHOOKS_PER_TENANT: usize = 16;
@@ -213,7 +213,7 @@ impl Registry {
 }
 
 /// The resource's next generation, counted on from the last it ever had.
-fn bump_generation(generations: &mut BTreeMap<ResourceKey, u64>, key: &ResourceKey) -> u64 {
+fn bump_generation(generations: &mut HashMap<ResourceKey, u64>, key: &ResourceKey) -> u64 {
     let counter = generations.entry(key.clone()).or_insert(0);
     *counter += 1;
     *counter

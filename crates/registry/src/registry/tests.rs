@@ -865,7 +865,7 @@ fn snapshot_bytes_round_trip_to_the_same_digest() {
     assert_eq!(copy, h.registry);
 }
 
-/// Applied request ids and placements live in hash maps, whose order differs from map to map:
+/// Applied request ids, placements and generations live in hash maps, whose order differs from map to map:
 /// two nodes that applied the same proposals must still write the same bytes, each map in key
 /// order as the ordered maps before them wrote it (so older snapshots read back to the same
 /// bytes).
@@ -919,6 +919,18 @@ fn two_nodes_write_the_same_bytes_with_hashed_maps_in_key_order() {
             .collect();
         assert!(at.is_sorted(), "{what} are written in key order");
     }
+    let (_, state): (u64, serde_json::Value) = serde_json::from_slice(&bytes).unwrap();
+    let generations: Vec<ResourceKey> = state["generations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| serde_json::from_value(pair[0].clone()).unwrap())
+        .collect();
+    assert_eq!(generations.len(), names.len());
+    assert!(
+        generations.is_sorted(),
+        "generations are written in key order"
+    );
     assert_eq!(Registry::from_bytes(&bytes).unwrap().to_bytes(), bytes);
 }
 

@@ -294,6 +294,33 @@ fn a_batch_with_one_bad_resource_changes_nothing() {
     assert!(h.registry.get(&tenant("globex", "G").key()).is_none());
 }
 
+/// Apply refuses a batch naming one resource twice even when it reaches the log unchecked (a
+/// proposer of another version, a hand-made entry), and the first copy is not kept either.
+#[test]
+fn a_batch_naming_one_resource_twice_is_refused_whole_at_apply() {
+    let mut h = Harness::new();
+    let before = h.registry.state.clone();
+    let twice = h.proposal(Command::Put {
+        resources: vec![
+            tenant("globex", "G"),
+            tenant("initech", "I"),
+            tenant("globex", "G2"),
+        ],
+    });
+    let err = h
+        .registry
+        .apply(100, &twice)
+        .expect_err("a repeated key is refused");
+    assert!(
+        matches!(&err, ApplyError::Refused { reason } if reason.contains("Tenant/globex")),
+        "{err}"
+    );
+    assert_eq!(
+        h.registry.state, before,
+        "a refused batch changed the state"
+    );
+}
+
 #[test]
 fn invalid_resources_are_refused_before_proposal() {
     let mut bad = tenant("x", "x");

@@ -20,7 +20,7 @@ use crate::resource::NotifyEvent;
 use crate::resource::{
     Kind, PolicySpec, PrincipalSpec, Resource, ResourceKey, Role, SkillSpec, WebhookSpec,
 };
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
@@ -59,7 +59,10 @@ struct State {
     resources: BTreeMap<ResourceKey, Stored>,
     /// Generation counters that outlive deletes, so a re-created resource never reuses one.
     /// Only looked up one key at a time, by every change, so hashed like `placements`.
-    #[serde(with = "sorted_pairs")]
+    #[serde(
+        serialize_with = "pairs::serialize_sorted",
+        deserialize_with = "pairs::deserialize"
+    )]
     generations: HashMap<ResourceKey, u64>,
     /// Grows on every change to any of a tenant's policies.
     policy_generations: BTreeMap<String, u64>,
@@ -74,10 +77,10 @@ struct State {
     /// Looked up by every tenant write, placement step and call routed to a home, so hashed:
     /// in an ordered map of tens of thousands of tenants each look-up was a dozen string
     /// compares out of cache. Written in key order, as the ordered map it replaced wrote it.
-    #[serde(with = "sorted")]
+    #[serde(serialize_with = "sorted_map")]
     placements: HashMap<String, Placement>,
     /// Looked up and added to by every proposal, so hashed like `placements`.
-    #[serde(with = "sorted")]
+    #[serde(serialize_with = "sorted_map")]
     requests: HashMap<Uuid, AppliedRequest>,
     /// Every node id ever admitted, with the address it joined with.
     nodes: BTreeMap<NodeId, String>,
@@ -96,7 +99,7 @@ struct State {
 /// Maps whose keys are not strings travel as sequences of pairs, in key order.
 mod pairs {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashMap};
 
     pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
         map: &BTreeMap<K, V>,
@@ -105,66 +108,40 @@ mod pairs {
         s.collect_seq(map.iter())
     }
 
-    pub fn deserialize<'de, D, K, V>(d: D) -> Result<BTreeMap<K, V>, D::Error>
-    where
-        D: Deserializer<'de>,
-        K: Deserialize<'de> + Ord,
-        V: Deserialize<'de>,
-    {
-        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
-    }
-}
-
-/// A hash map whose keys are not strings, written as `pairs` writes an ordered map of the same
-/// entries.
-mod sorted_pairs {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use std::collections::HashMap;
-    use std::hash::Hash;
-
-    pub fn serialize<S: Serializer, K: Serialize + Ord, V: Serialize>(
+    /// A hash map's pairs, written as [`serialize`] writes an ordered map of the same entries.
+    pub fn serialize_sorted<S: Serializer, K: Serialize + Ord, V: Serialize>(
         map: &HashMap<K, V>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        let mut entries: Vec<(&K, &V)> = map.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        s.collect_seq(entries)
+        s.collect_seq(super::in_key_order(map))
     }
 
-    pub fn deserialize<'de, D, K, V>(d: D) -> Result<HashMap<K, V>, D::Error>
+    /// The pairs, into an ordered map or a hash map alike.
+    pub fn deserialize<'de, D, K, V, M>(d: D) -> Result<M, D::Error>
     where
         D: Deserializer<'de>,
-        K: Deserialize<'de> + Eq + Hash,
+        K: Deserialize<'de>,
         V: Deserialize<'de>,
+        M: FromIterator<(K, V)>,
     {
         Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
     }
 }
 
 /// A hash map written as a map in key order, so it serialises like a `BTreeMap` of the same
-/// entries.
-mod sorted {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use std::collections::HashMap;
-    use std::hash::Hash;
+/// entries (it reads back as any map does).
+fn sorted_map<S: Serializer, K: Serialize + Ord, V: Serialize>(
+    map: &HashMap<K, V>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(in_key_order(map))
+}
 
-    pub fn serialize<S: Serializer, K: Serialize + Ord, V: Serialize>(
-        map: &HashMap<K, V>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        let mut entries: Vec<(&K, &V)> = map.iter().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        s.collect_map(entries)
-    }
-
-    pub fn deserialize<'de, D, K, V>(d: D) -> Result<HashMap<K, V>, D::Error>
-    where
-        D: Deserializer<'de>,
-        K: Deserialize<'de> + Eq + Hash,
-        V: Deserialize<'de>,
-    {
-        HashMap::deserialize(d)
-    }
+/// A hash map's entries in key order: the order its ordered counterpart would write them in.
+fn in_key_order<K: Ord, V>(map: &HashMap<K, V>) -> Vec<(&K, &V)> {
+    let mut entries: Vec<(&K, &V)> = map.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    entries
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -930,6 +930,7 @@ fn two_nodes_write_the_same_bytes_with_hashed_maps_in_key_order() {
             two.apply(i as u64 + 1, p).unwrap();
         }
     }
+    // A retried proposal changes nothing but the applied index, which then matches `one`'s.
     two.apply(proposals.len() as u64, &proposals[0]).unwrap();
     let bytes = one.to_bytes();
     assert_eq!(bytes, two.to_bytes());

@@ -23,7 +23,10 @@ pub struct CallId(pub String);
 impl CallId {
     /// A fresh id from 128 random bits the caller supplies (the pure crate draws none).
     pub fn from_random(bits: u128) -> Self {
-        CallId(format!("call_{:032x}", bits))
+        let mut id = String::with_capacity(37);
+        id.push_str("call_");
+        id.push_str(&crate::canonical::hex_lower(&bits.to_be_bytes()));
+        CallId(id)
     }
 }
 
@@ -290,7 +293,21 @@ impl Call {
 
 #[cfg(test)]
 mod tests {
-    use super::CallState;
+    use super::{CallId, CallState};
+
+    #[test]
+    fn a_call_id_is_its_bits_as_32_hex_digits_leading_zeros_kept() {
+        for bits in [
+            0,
+            1,
+            0xabc,
+            1 << 127,
+            u128::MAX,
+            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        ] {
+            assert_eq!(CallId::from_random(bits).0, format!("call_{bits:032x}"));
+        }
+    }
 
     #[test]
     fn state_names_are_their_serialised_form() {

@@ -17,7 +17,7 @@ use super::mcp_post;
 use super::resilience::Attempt;
 use gatehouse_actors::{ExecError, Execution, ToolOutput};
 use gatehouse_registry::redact;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -199,8 +199,10 @@ fn direct(
         value.set_sensitive(true);
         headers.insert(AUTHORIZATION, value);
     }
+    let url = url.parse().ok()?;
+    headers.insert(HOST, mcp_post::host(&url)?);
     Some(Direct {
-        url: url.parse().ok()?,
+        url,
         headers,
         in_session: session_id.is_some(),
         next_id: AtomicU64::new(1),

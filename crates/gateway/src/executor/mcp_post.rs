@@ -11,7 +11,7 @@ use super::mcp::Called;
 use crate::error::sentence;
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{CONTENT_TYPE, HeaderMap};
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -48,6 +48,22 @@ pub(super) fn http() -> Http {
         .pool_timer(TokioTimer::new())
         .pool_idle_timeout(IDLE)
         .build(connector)
+}
+
+/// The `Host` header of requests to `url`, as hyper's client writes it when a request has none:
+/// the host, and the port unless it is the scheme's own. Made once per session and carried in
+/// its headers, so the client does not format it again for every call.
+pub(super) fn host(url: &Uri) -> Option<HeaderValue> {
+    let host = url.host()?;
+    let default_port = match url.scheme_str() {
+        Some("https" | "wss") => 443,
+        _ => 80,
+    };
+    match url.port_u16() {
+        Some(port) if port != default_port => HeaderValue::from_str(&format!("{host}:{port}")),
+        _ => HeaderValue::from_str(host),
+    }
+    .ok()
 }
 
 /// Where a call goes and the headers it carries (`Accept`, `Content-Type`, the protocol version,
@@ -424,6 +440,41 @@ mod tests {
         };
         assert!(why.starts_with("HTTP 307"), "{why}");
         assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn the_host_header_names_the_port_unless_it_is_the_schemes_own() {
+        for (url, expected) in [
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1:8080"),
+            ("http://up.example/mcp", "up.example"),
+            ("http://up.example:80/mcp", "up.example"),
+            ("http://up.example:443/mcp", "up.example:443"),
+            ("https://up.example:443/mcp", "up.example"),
+            ("https://up.example:80/mcp", "up.example:80"),
+            ("http://[::1]:9000/mcp", "[::1]:9000"),
+            ("http://user:secret@up.example:81/mcp", "up.example:81"),
+        ] {
+            let url: Uri = url.parse().unwrap();
+            assert_eq!(host(&url).unwrap(), expected, "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_carrying_its_sessions_host_reaches_the_upstream_with_that_host_once() {
+        let app = axum::Router::new().fallback(|headers: HeaderMap| async move {
+            let hosts: Vec<_> = headers.get_all(http::header::HOST).iter().collect();
+            let result = json!({"content": [{"type": "text", "text": format!("{hosts:?}")}]});
+            axum::Json(json!({"jsonrpc": "2.0", "id": "gatehouse-7", "result": result}))
+        });
+        let url = serve(app, "/mcp").await;
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::HOST, host(&url).unwrap());
+        let Called::Answered(result) = posted(&url, &headers).await else {
+            panic!("the upstream answers");
+        };
+        let seen = serde_json::to_value(&result.content).unwrap();
+        let authority = url.authority().unwrap().as_str();
+        assert_eq!(seen[0]["text"], format!("[{authority:?}]"));
     }
 
     #[tokio::test]

@@ -90,11 +90,11 @@ pub fn refusal_message(e: &io::Error) -> String {
 pub fn chain_of(end_user: Option<&str>, agent: &str, a2a_peer: Option<&str>) -> Vec<String> {
     let mut chain = Vec::with_capacity(3);
     if let Some(user) = end_user {
-        chain.push(format!("user:{user}"));
+        chain.push(["user:", user].concat());
     }
-    chain.push(format!("agent:{agent}"));
+    chain.push(["agent:", agent].concat());
     if let Some(peer) = a2a_peer {
-        chain.push(format!("peer:{peer}"));
+        chain.push(["peer:", peer].concat());
     }
     chain
 }

@@ -212,5 +212,5 @@ impl Envelope {
 pub fn trace_id(id: &CallId, trace_parent: Option<&str>) -> String {
     let trace = crate::telemetry::call_trace_id(id, trace_parent)
         .unwrap_or_else(|| rand::random::<u128>().max(1));
-    format!("{trace:032x}")
+    gatehouse_registry::canonical::hex_lower(&trace.to_be_bytes())
 }

@@ -59,9 +59,9 @@ impl TraceParent {
             return None;
         }
         TraceParent::new(
-            u128::from_str_radix(trace, 16).ok()?,
-            u64::from_str_radix(parent, 16).ok()?,
-            u8::from_str_radix(flags, 16).ok()?,
+            u128::from_be_bytes(from_hex(trace)?),
+            u64::from_be_bytes(from_hex(parent)?),
+            u8::from_be_bytes(from_hex(flags)?),
         )
     }
 
@@ -72,7 +72,7 @@ impl TraceParent {
 
     /// The trace id as 32 lower-case hex digits, the form envelopes and audit entries carry.
     pub fn trace_id_hex(&self) -> String {
-        format!("{:032x}", self.trace_id)
+        gatehouse_registry::canonical::hex_lower(&self.trace_id.to_be_bytes())
     }
 
     /// The same trace and flags under another parent span.
@@ -85,14 +85,27 @@ impl fmt::Display for TraceParent {
     /// The version-00 header value. Only the sampled bit of the flags is passed on: the spec
     /// reserves the others.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{VERSION}-{:032x}-{:016x}-{:02x}",
-            self.trace_id,
-            self.parent_id,
-            self.flags & SAMPLED
-        )
+        // Written into one buffer and handed over whole: every call's upstream request carries
+        // one, and `write!` with three padded hex numbers cost more than the rest of this.
+        let mut out = [b'-'; LEN];
+        out[..2].copy_from_slice(VERSION.as_bytes());
+        let fields: [(&[u8], std::ops::Range<usize>); 3] = [
+            (&self.trace_id.to_be_bytes(), 3..35),
+            (&self.parent_id.to_be_bytes(), 36..52),
+            (&[self.flags & SAMPLED], 53..55),
+        ];
+        for (bytes, at) in fields {
+            hex::encode_to_slice(bytes, &mut out[at]).map_err(|_| fmt::Error)?;
+        }
+        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
     }
+}
+
+/// The big-endian bytes `text` (hex digits, two per byte) stands for.
+fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let mut bytes = [0; N];
+    hex::decode_to_slice(text, &mut bytes).ok()?;
+    Some(bytes)
 }
 
 fn is_lower_hex(text: &str) -> bool {
@@ -169,6 +182,35 @@ mod tests {
     #[test]
     fn surrounding_whitespace_of_a_header_is_ignored() {
         assert!(TraceParent::parse(&format!(" {GOOD}\t")).is_some());
+    }
+
+    #[test]
+    fn any_ids_are_written_with_their_leading_zeros_and_read_back() {
+        let edges = [
+            (1, 1, 0x01),
+            (u128::MAX, u64::MAX, 0xff),
+            (1 << 127, 1 << 63, 0x02),
+        ];
+        let random = (0..1000).map(|_| {
+            let trace = rand::random::<u128>() >> rand::random_range(0..128);
+            let parent = rand::random::<u64>() >> rand::random_range(0..64);
+            (trace.max(1), parent.max(1), rand::random::<u8>())
+        });
+        for (trace, parent, flags) in edges.into_iter().chain(random) {
+            let value = TraceParent::new(trace, parent, flags).expect("nonzero ids");
+            let written = value.to_string();
+            let sampled = flags & SAMPLED;
+            assert_eq!(
+                written,
+                format!("00-{trace:032x}-{parent:016x}-{sampled:02x}")
+            );
+            assert_eq!(value.trace_id_hex(), format!("{trace:032x}"));
+            let read = TraceParent::parse(&written).expect("written by the spec's rules");
+            assert_eq!(
+                (read.trace_id, read.parent_id, read.flags),
+                (trace, parent, sampled)
+            );
+        }
     }
 
     #[test]

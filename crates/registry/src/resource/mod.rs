@@ -126,11 +126,16 @@ pub struct ResourceKey {
 }
 
 impl fmt::Display for ResourceKey {
+    /// `kind/tenant/name`, or `kind/name` for a cluster-wide resource. Written piece by piece:
+    /// every call to an upstream names its upstream's key.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.tenant {
-            Some(tenant) => write!(f, "{}/{}/{}", self.kind, tenant, self.name),
-            None => write!(f, "{}/{}", self.kind, self.name),
+        f.write_str(self.kind.as_str())?;
+        if let Some(tenant) = &self.tenant {
+            f.write_str("/")?;
+            f.write_str(tenant)?;
         }
+        f.write_str("/")?;
+        f.write_str(&self.name)
     }
 }
 
@@ -321,5 +326,26 @@ mod tests {
         assert_eq!(Kind::parse("Upstreams"), Some(Kind::Upstream));
         assert_eq!(Kind::parse("TENANT"), Some(Kind::Tenant));
         assert_eq!(Kind::parse("gadget"), None);
+    }
+
+    #[test]
+    fn a_key_is_written_kind_tenant_name_and_a_shared_one_without_tenant() {
+        let key = |kind, tenant: Option<&str>, name: &str| ResourceKey {
+            kind,
+            tenant: tenant.map(str::to_owned),
+            name: name.to_owned(),
+        };
+        assert_eq!(
+            key(Kind::Upstream, Some("acme"), "files").to_string(),
+            "Upstream/acme/files"
+        );
+        assert_eq!(
+            key(Kind::Upstream, None, "files").to_string(),
+            "Upstream/files"
+        );
+        assert_eq!(
+            key(Kind::Tool, Some("acme"), "files.read").to_string(),
+            "Tool/acme/files.read"
+        );
     }
 }

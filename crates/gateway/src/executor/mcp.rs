@@ -136,7 +136,8 @@ impl Sessions {
             http: self.http.clone(),
             session_id: Arc::default(),
         };
-        let session = connect(&recording, url, bearer, timeout).await?;
+        // Boxed: the handshake is a large future, and every call awaits `get`.
+        let session = Box::pin(connect(&recording, url, bearer, timeout)).await?;
         let direct = direct(&session, recording.session_id.get().cloned(), url, bearer);
         let open = Arc::new(Open {
             url: url.to_owned(),
@@ -382,14 +383,15 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
         arguments,
         meta: meta(execution, traceparent),
     };
-    let shown = redact::url(url);
-    tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown, "calling mcp upstream");
+    // The URL as logs and errors may show it, made only when one does.
+    let shown = || redact::url(url);
+    tracing::debug!(call = %execution.call_id, tool = %execution.tool, url = %shown(), "calling mcp upstream");
     let mut called = tokio::time::timeout(timeout, call_tool(&open, &params)).await;
     if matches!(called, Ok(Called::Expired)) {
         // The upstream forgot the session and did not take the call: once more on a new one,
         // as rmcp's own client does.
         sessions.drop_failed(key, &open).await;
-        open = match sessions.get(key, url, bearer, timeout).await {
+        open = match Box::pin(sessions.get(key, url, bearer, timeout)).await {
             Ok(open) => open,
             Err(e) => return Attempt::transient(Err(e)),
         };
@@ -412,14 +414,15 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
             // The session works; the upstream refused this request.
             return Attempt::answered_error(ExecError {
                 message: redact::text(&format!(
-                    "{shown} answered tools/call with an error: {}",
+                    "{} answered tools/call with an error: {}",
+                    shown(),
                     e.message
                 )),
             });
         }
-        Ok(Called::Failed(e)) => redact::text(&format!("calling {shown}: {e}")),
-        Ok(Called::Expired) => format!("{shown} forgot the session opened for the call"),
-        Err(_) => format!("{shown} did not answer within {timeout:?}"),
+        Ok(Called::Failed(e)) => redact::text(&format!("calling {}: {e}", shown())),
+        Ok(Called::Expired) => format!("{} forgot the session opened for the call", shown()),
+        Err(_) => format!("{} did not answer within {timeout:?}", shown()),
     };
     sessions.drop_failed(key, &open).await;
     Attempt::transient(Err(ExecError { message: error }))
@@ -473,7 +476,8 @@ async fn call_tool(open: &Open, params: &Params<'_>) -> Called {
         let mut request =
             CallToolRequestParams::new(params.name.to_owned()).with_arguments(arguments);
         request.meta = Some(params.meta.clone());
-        return match open.session.call_tool(request).await {
+        // Boxed, as the calls posted directly need none of rmcp's session future.
+        return match Box::pin(open.session.call_tool(request)).await {
             Ok(result) => Called::Answered(result),
             Err(ServiceError::McpError(e)) => Called::Refused(e),
             Err(e) => Called::Failed(e.to_string()),

@@ -121,7 +121,7 @@ async fn read_answer(id: &RequestId, response: Response<Incoming>, in_session: b
         .to_owned();
     let json = content_type.starts_with("application/json");
     if !status.is_success() {
-        let (read, whole) = read_prefix(&mut body, MAX_ERROR_BODY).await;
+        let (read, whole) = Box::pin(read_prefix(&mut body, MAX_ERROR_BODY)).await;
         // A JSON-RPC error for this call is the upstream's refusal of it.
         if json
             && whole
@@ -145,7 +145,9 @@ async fn read_answer(id: &RequestId, response: Response<Incoming>, in_session: b
         };
     }
     if content_type.starts_with("text/event-stream") {
-        return answer_in_stream(id, body).await;
+        // Boxed: a stream's reader is far larger a future than a JSON body's, and every call's
+        // future would otherwise have room for it.
+        return Box::pin(answer_in_stream(id, body)).await;
     }
     Called::Failed(format!(
         "the upstream answered with content type {content_type:?}"

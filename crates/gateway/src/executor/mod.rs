@@ -266,7 +266,10 @@ impl NodeExecutor {
                 UpstreamKind::Http => {
                     let request =
                         http::request(&url, &tool, binding.as_ref(), &execution.arguments)?;
-                    resilience::run(&this.breakers, plan, || {
+                    // Each kind's calls boxed: the future of every call, whatever its kind,
+                    // would otherwise have room for the largest kind's (15 KB, A2A's), and
+                    // be copied whole into its box.
+                    Box::pin(resilience::run(&this.breakers, plan, || {
                         http::attempt(
                             &this.http,
                             &request,
@@ -275,7 +278,7 @@ impl NodeExecutor {
                             bearer.as_deref(),
                             timeout,
                         )
-                    })
+                    }))
                     .await
                 }
                 UpstreamKind::Mcp => {
@@ -287,9 +290,9 @@ impl NodeExecutor {
                         traceparent: &traceparent,
                         timeout,
                     };
-                    resilience::run(&this.breakers, plan, || {
+                    Box::pin(resilience::run(&this.breakers, plan, || {
                         mcp::attempt(&this.sessions, call, &execution)
-                    })
+                    }))
                     .await
                 }
                 UpstreamKind::A2a => {
@@ -302,9 +305,9 @@ impl NodeExecutor {
                         traceparent: &traceparent,
                         timeout,
                     };
-                    resilience::run(&this.breakers, plan, || {
+                    Box::pin(resilience::run(&this.breakers, plan, || {
                         a2a::attempt(&this.a2a_clients, &this.a2a_http, call, &execution)
-                    })
+                    }))
                     .await
                 }
                 UpstreamKind::Builtin => unreachable_kind(kind),

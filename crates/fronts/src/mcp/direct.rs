@@ -17,13 +17,19 @@ use super::render;
 use super::tools::is_gateway_tool;
 use axum::http::request::Parts;
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion,
     RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use std::sync::Arc;
+
+// The names as `HeaderName`s, so that looking one up does not read the name's text again.
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 
 /// The one revision the direct path answers.
 const REVISION: ProtocolVersion = ProtocolVersion::V_2026_07_28;
@@ -50,7 +56,7 @@ pub fn take(front: &Front, parts: &Parts, message: ClientJsonRpcMessage) -> Opti
     let name = call.params.name.as_ref();
     let meta = request.request.get_meta();
     let fits = !is_gateway_tool(name)
-        && only(&parts.headers, "mcp-name") == Some(name)
+        && only(&parts.headers, &MCP_NAME) == Some(name)
         && !name.starts_with("=?")
         && meta.protocol_version() == Some(REVISION)
         && meta.missing_required_keys(&REVISION).is_empty();
@@ -113,20 +119,20 @@ fn json_response(body: Vec<u8>) -> Response {
 
 /// The headers of a stateless 2026-07-28 `tools/call` that rmcp accepts, each given once.
 fn headers_fit(hosts: &AllowedHosts, headers: &HeaderMap) -> bool {
-    !headers.contains_key("mcp-session-id")
+    !headers.contains_key(&MCP_SESSION_ID)
         && !headers.contains_key(header::ORIGIN)
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with("mcp-param-"))
-        && only(headers, "mcp-protocol-version") == Some(REVISION.as_str())
-        && only(headers, "mcp-method") == Some("tools/call")
-        && only(headers, header::CONTENT_TYPE.as_str()).is_some_and(is_json)
-        && only(headers, header::ACCEPT.as_str()).is_some_and(accepts_json_and_events)
-        && only(headers, header::HOST.as_str()).is_some_and(|host| hosts.allow(host))
+        && only(headers, &MCP_PROTOCOL_VERSION) == Some(REVISION.as_str())
+        && only(headers, &MCP_METHOD) == Some("tools/call")
+        && only(headers, &header::CONTENT_TYPE).is_some_and(is_json)
+        && only(headers, &header::ACCEPT).is_some_and(accepts_json_and_events)
+        && only(headers, &header::HOST).is_some_and(|host| hosts.allow(host))
 }
 
 /// The header's value, when it is given exactly once and is visible ASCII.
-fn only<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn only<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {

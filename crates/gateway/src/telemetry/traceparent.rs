@@ -38,15 +38,15 @@ impl TraceParent {
     pub fn parse(value: &str) -> Option<TraceParent> {
         let value = value.trim_matches([' ', '\t']);
         let bytes = value.as_bytes();
-        // ASCII first: every slice below is then on a character boundary.
+        // Nothing but ASCII, in what is read and in what a later version adds.
         if !value.is_ascii() || bytes.len() < LEN {
             return None;
         }
-        let version = &value[..2];
-        if !is_lower_hex(version) || version == "ff" {
+        let version = lower_hex(&bytes[..2]);
+        if version.is_none_or(|v| v == 0xff) {
             return None;
         }
-        let rest_ok = if version == VERSION {
+        let rest_ok = if version == Some(0) {
             bytes.len() == LEN
         } else {
             bytes.len() == LEN || bytes[LEN] == b'-'
@@ -54,14 +54,10 @@ impl TraceParent {
         if !rest_ok || bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
             return None;
         }
-        let (trace, parent, flags) = (&value[3..35], &value[36..52], &value[53..55]);
-        if !(is_lower_hex(trace) && is_lower_hex(parent) && is_lower_hex(flags)) {
-            return None;
-        }
         TraceParent::new(
-            u128::from_be_bytes(from_hex(trace)?),
-            u64::from_be_bytes(from_hex(parent)?),
-            u8::from_be_bytes(from_hex(flags)?),
+            lower_hex(&bytes[3..35])?,
+            u64::try_from(lower_hex(&bytes[36..52])?).ok()?,
+            u8::try_from(lower_hex(&bytes[53..55])?).ok()?,
         )
     }
 
@@ -101,16 +97,17 @@ impl fmt::Display for TraceParent {
     }
 }
 
-/// The big-endian bytes `text` (hex digits, two per byte) stands for.
-fn from_hex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let mut bytes = [0; N];
-    hex::decode_to_slice(text, &mut bytes).ok()?;
-    Some(bytes)
-}
-
-fn is_lower_hex(text: &str) -> bool {
-    text.bytes()
-        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+/// The number `digits` spell in lower-case hex (at most 32 of them), read in one pass: every
+/// call reads its trace context up to three times. `None` for any other character.
+fn lower_hex(digits: &[u8]) -> Option<u128> {
+    digits.iter().try_fold(0u128, |n, &b| {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(n << 4 | u128::from(digit))
+    })
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 pub use settings::McpSettings;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use tokio_util::sync::CancellationToken;
 
 /// Where the front is mounted.
@@ -74,6 +75,37 @@ pub fn router(pipeline: Pipeline, settings: McpSettings, stop: CancellationToken
         config,
     );
     Router::new()
-        .route_service(PATH, service)
+        .route_service(PATH, Shared(Arc::new(service)))
         .route_layer(axum::middleware::from_fn_with_state(front, guard::guard))
+}
+
+/// rmcp's service behind an `Arc`. axum clones a route's service for every request, four times
+/// on the way through the guard's layers, and rmcp's clone copies its whole configuration (the
+/// allowed hosts and origins, a `String` each): allocations a direct call, which never reaches
+/// rmcp, paid for nothing. rmcp's service is cloned only for a request it serves.
+#[derive(Debug)]
+struct Shared<S>(Arc<S>);
+
+impl<S> Clone for Shared<S> {
+    fn clone(&self) -> Self {
+        Shared(self.0.clone())
+    }
+}
+
+impl<S, R> tower::Service<R> for Shared<S>
+where
+    S: tower::Service<R> + Clone,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // rmcp's service is always ready: it takes each request on a clone of its own.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        S::clone(&self.0).call(request)
+    }
 }

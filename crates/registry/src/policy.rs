@@ -236,7 +236,8 @@ fn decision_id(input: &DecisionIdInput<'_>) -> String {
     let mut hashing = Hashing(Sha256::new());
     // Serialising these fields cannot fail, and neither can the writer.
     let _ = serde_json::to_writer(&mut hashing, input);
-    let mut id = String::from("pd_");
+    let mut id = String::with_capacity(3 + 24);
+    id.push_str("pd_");
     id.push_str(&crate::canonical::hex_lower(&hashing.0.finalize()[..12]));
     id
 }

@@ -127,7 +127,11 @@ pub fn passed_through(id: &RequestId, envelope: &Envelope) -> Option<Vec<u8>> {
             meta: EnvelopeMeta(envelope),
         },
     };
-    serde_json::to_vec(&response).ok()
+    // Room for the result and the envelope's `_meta` around it, so the answer is written
+    // without growing its buffer.
+    let mut body = Vec::with_capacity(json.len() + 512);
+    serde_json::to_writer(&mut body, &response).ok()?;
+    Some(body)
 }
 
 /// A `CallToolResult` as far as passing it on needs: its parts as JSON text, and nothing else

@@ -491,8 +491,10 @@ async fn call_tool(open: &Open, params: &Params<'_>) -> Called {
         method: "tools/call",
         params,
     };
-    let body = match serde_json::to_vec(&message) {
-        Ok(body) => body,
+    // Room for the arguments and the request around them, written without growing.
+    let mut body = Vec::with_capacity(params.arguments.get().len() + 512);
+    let body = match serde_json::to_writer(&mut body, &message) {
+        Ok(()) => body,
         Err(e) => return Called::Failed(format!("the call does not serialize: {e}")),
     };
     let to = mcp_post::Target {

@@ -23,10 +23,9 @@ pub struct CallId(pub String);
 impl CallId {
     /// A fresh id from 128 random bits the caller supplies (the pure crate draws none).
     pub fn from_random(bits: u128) -> Self {
-        let mut id = String::with_capacity(37);
-        id.push_str("call_");
-        id.push_str(&crate::canonical::hex_lower(&bits.to_be_bytes()));
-        CallId(id)
+        let mut id = *b"call_00000000000000000000000000000000";
+        hex::encode_to_slice(bits.to_be_bytes(), &mut id[5..]).expect("two hex digits per byte");
+        CallId(String::from_utf8(id.to_vec()).expect("hex digits are ASCII"))
     }
 }
 

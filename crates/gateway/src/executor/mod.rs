@@ -267,8 +267,8 @@ impl NodeExecutor {
                     let request =
                         http::request(&url, &tool, binding.as_ref(), &execution.arguments)?;
                     // Each kind's calls boxed: the future of every call, whatever its kind,
-                    // would otherwise have room for the largest kind's (15 KB, A2A's), and
-                    // be copied whole into its box.
+                    // would otherwise have room for the largest kind's (15.9 KB in all against
+                    // the MCP call's 7.6 KB), and be copied whole into its box.
                     Box::pin(resilience::run(&this.breakers, plan, || {
                         http::attempt(
                             &this.http,

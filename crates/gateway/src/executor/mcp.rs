@@ -398,6 +398,7 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
         called = tokio::time::timeout(timeout, call_tool(&open, &params)).await;
     }
     let error = match called {
+        Ok(Called::AnsweredAsSent(output)) => return Attempt::answered(output),
         Ok(Called::Answered(result)) => {
             let is_error = result.is_error == Some(true);
             return match serde_json::to_string(&result) {
@@ -430,6 +431,9 @@ pub(super) async fn attempt(sessions: &Sessions, call: Call<'_>, execution: &Exe
 
 /// What came of one `tools/call` on a session.
 pub(super) enum Called {
+    /// A tool's result kept as the upstream wrote it (`as_sent`).
+    AnsweredAsSent(ToolOutput),
+    /// A tool's result as rmcp reads it, to be written out again.
     Answered(CallToolResult),
     /// The upstream answered with a JSON-RPC error.
     Refused(ErrorData),

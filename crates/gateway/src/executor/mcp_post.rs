@@ -7,10 +7,12 @@
 //! layers turned the request's URI back into text and parsed it again on every call (redirect
 //! and retry policies, the URL conversion; about a twentieth of the gateway's CPU per call).
 
+use super::as_sent;
 use super::mcp::Called;
 use crate::error::sentence;
 use bytes::Bytes;
 use futures::StreamExt;
+use gatehouse_actors::ToolOutput;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
@@ -244,11 +246,17 @@ pub(super) fn answer_in(id: &RequestId, message: &[u8]) -> Option<Called> {
         return None;
     }
     match (message.result, message.error) {
-        (Some(result), None) => Some(match serde_json::from_str::<CallToolResult>(result.get()) {
-            Ok(result) => Called::Answered(result),
-            Err(_) => Called::Failed(
-                "the upstream answered tools/call with another kind of result".into(),
-            ),
+        (Some(result), None) => Some(match as_sent::plain(result.get()) {
+            Some((result_json, is_error)) => Called::AnsweredAsSent(ToolOutput {
+                result_json,
+                is_error,
+            }),
+            None => match serde_json::from_str::<CallToolResult>(result.get()) {
+                Ok(result) => Called::Answered(result),
+                Err(_) => Called::Failed(
+                    "the upstream answered tools/call with another kind of result".into(),
+                ),
+            },
         }),
         (None, Some(error)) => Some(Called::Refused(error)),
         _ => None,
@@ -290,11 +298,29 @@ mod tests {
             json!({"content": [{"type": "image", "data": "aGk=", "mimeType": "image/png"}]}),
         ] {
             let message = json!({"jsonrpc": "2.0", "id": "gatehouse-7", "result": result});
-            let Some(Called::Answered(read)) = read(message.clone()) else {
-                panic!("{message} was not read as an answer");
+            let read = match read(message.clone()) {
+                Some(Called::Answered(read)) => read,
+                // Kept as sent: the text must read as rmcp reads the answer's result.
+                Some(Called::AnsweredAsSent(output)) => {
+                    assert_eq!(output.result_json, result.to_string());
+                    assert_eq!(output.is_error, result["isError"] == true);
+                    serde_json::from_str(&output.result_json).unwrap()
+                }
+                _ => panic!("{message} was not read as an answer"),
             };
             assert_eq!(read, as_rmcp_reads_it(&message), "{message}");
         }
+    }
+
+    #[test]
+    fn a_plain_text_answer_is_kept_as_the_upstream_wrote_it() {
+        let result = r#"{"content":[{"type":"text","text":"caf\u00e9"}],"structuredContent":{"n":2.5e-7},"isError":false}"#;
+        let message = format!(r#"{{"jsonrpc":"2.0","id":"gatehouse-7","result":{result}}}"#);
+        let Some(Called::AnsweredAsSent(output)) = answer_in(&id(), message.as_bytes()) else {
+            panic!("{message} was not kept as sent");
+        };
+        assert_eq!(output.result_json, result);
+        assert!(!output.is_error);
     }
 
     /// Posts a call to a loopback upstream that answers every request with `status`, `content
@@ -471,10 +497,12 @@ mod tests {
         let url = serve(app, "/mcp").await;
         let mut headers = HeaderMap::new();
         headers.insert(http::header::HOST, host(&url).unwrap());
-        let Called::Answered(result) = posted(&url, &headers).await else {
+        let Called::AnsweredAsSent(output) = posted(&url, &headers).await else {
             panic!("the upstream answers");
         };
-        let seen = serde_json::to_value(&result.content).unwrap();
+        let seen =
+            serde_json::from_str::<serde_json::Value>(&output.result_json).unwrap()["content"]
+                .clone();
         let authority = url.authority().unwrap().as_str();
         assert_eq!(seen[0]["text"], format!("[{authority:?}]"));
     }

@@ -14,6 +14,7 @@
 //! message goes through `redact::text`: transport errors embed the URL they failed on.
 
 pub mod a2a;
+mod as_sent;
 pub mod builtin;
 mod http;
 pub(crate) mod mcp;

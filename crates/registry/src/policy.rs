@@ -220,27 +220,23 @@ struct DecisionIdInput<'a> {
     tool_generation: u64,
 }
 
-/// `pd_` and the first 24 hex digits of the SHA-256 of the input's JSON, written straight into
-/// the hash (no `Value` built, no text kept).
+/// `pd_` and the first 24 hex digits of the SHA-256 of the input's JSON. The JSON is written
+/// into a buffer and hashed at once: written straight into the hash, each of serde_json's small
+/// writes (a quote, a key, a colon) went through the hash's buffering, about 2 thousand
+/// instructions more a decision.
 fn decision_id(input: &DecisionIdInput<'_>) -> String {
-    struct Hashing(Sha256);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.update(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut hashing = Hashing(Sha256::new());
-    // Serialising these fields cannot fail, and neither can the writer.
-    let _ = serde_json::to_writer(&mut hashing, input);
+    let mut json = Vec::with_capacity(DECISION_INPUT_ROOM);
+    // Serialising these fields into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut json, input);
     let mut id = String::with_capacity(3 + 24);
     id.push_str("pd_");
-    id.push_str(&crate::canonical::hex_lower(&hashing.0.finalize()[..12]));
+    id.push_str(&crate::canonical::hex_lower(&Sha256::digest(&json)[..12]));
     id
 }
+
+/// Room for a decision's input as JSON: its fixed keys and the argument digest take about 170
+/// bytes, names and roles the rest.
+const DECISION_INPUT_ROOM: usize = 384;
 
 /// A condition on an argument absent from the call does not hold, so the mode stays higher.
 fn condition_holds(cond: &Condition, args: &Value) -> bool {

@@ -242,4 +242,18 @@ mod tests {
             assert_eq!(plain(text), None, "{text} was kept");
         }
     }
+
+    #[test]
+    fn structured_content_nested_past_serde_jsons_limit_is_refused_without_overflowing() {
+        // serde_json stops at 128 levels, for the check as for rmcp's reading; a hostile
+        // upstream's nesting is a refusal, not a deep recursion.
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let text = format!(r#"{{"content":[],"structuredContent":{deep}}}"#);
+        assert_eq!(rmcp_reads(&text), None);
+        assert_eq!(plain(&text), None);
+        let within = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let text = format!(r#"{{"content":[],"structuredContent":{within}}}"#);
+        assert!(rmcp_reads(&text).is_some());
+        assert_eq!(plain(&text).map(|(kept, _)| kept), Some(text));
+    }
 }

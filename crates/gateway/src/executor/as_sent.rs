@@ -11,19 +11,23 @@
 //! get means the same either way. Anything else (another kind of block, annotations, a key rmcp
 //! would drop, a value rmcp would refuse) goes the typed way, as before.
 
+use gatehouse_actors::ToolOutput;
 use rmcp::model::ResultType;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
-/// `result` (the `result` member of the upstream's answer) as it is, and whether it reports
-/// the tool's own error; `None` when it is not plainly a tool's result.
-pub(super) fn plain(result: &str) -> Option<(String, bool)> {
+/// `result` (the `result` member of the upstream's answer) as the call's output, as it is;
+/// `None` when it is not plainly a tool's result.
+pub(super) fn plain(result: &str) -> Option<ToolOutput> {
     let read: Plain = serde_json::from_str(result).ok()?;
     if read.result_type.is_some_and(|t| !t.is_complete()) {
         return None;
     }
-    Some((result.to_owned(), read.is_error == Some(true)))
+    Some(ToolOutput {
+        result_json: result.to_owned(),
+        is_error: read.is_error == Some(true),
+    })
 }
 
 /// A `CallToolResult` with only text blocks and no key it does not know.
@@ -64,14 +68,12 @@ enum TextKind {
 }
 
 /// A JSON string, decoded as a `String` would be (escapes checked, lone surrogates refused),
-/// not kept.
+/// not kept. serde_json refuses anything else before the visitor sees it.
 struct Text;
 
 impl<'de> Deserialize<'de> for Text {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_str(Checks { object_only: false })
-            .map(|_| Text)
+        deserializer.deserialize_str(Checks).map(|_| Text)
     }
 }
 
@@ -81,75 +83,55 @@ struct Valid;
 
 impl<'de> Deserialize<'de> for Valid {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(Checks { object_only: false })
+        deserializer.deserialize_any(Checks)
     }
 }
 
-/// A JSON object read as [`Valid`] reads a value.
+/// A JSON object read as [`Valid`] reads a value; serde_json refuses anything else.
 struct ValidObject;
 
 impl<'de> Deserialize<'de> for ValidObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(Checks { object_only: true })
-            .map(|_| ValidObject)
+        deserializer.deserialize_map(Checks).map(|_| ValidObject)
     }
 }
 
-/// Accepts what `serde_json::Value` accepts (with `object_only`, only an object), keeping
-/// nothing.
-struct Checks {
-    object_only: bool,
-}
-
-impl Checks {
-    fn scalar<E: de::Error>(&self, what: de::Unexpected<'_>) -> Result<Valid, E> {
-        if self.object_only {
-            return Err(E::invalid_type(what, self));
-        }
-        Ok(Valid)
-    }
-}
+/// Accepts whatever serde_json hands it, keeping nothing: what it is handed is what the
+/// `deserialize_*` asked for, read as serde_json reads it.
+struct Checks;
 
 impl<'de> Visitor<'de> for Checks {
     type Value = Valid;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.object_only {
-            "a JSON object"
-        } else {
-            "any JSON value"
-        })
+        f.write_str("JSON")
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Valid, E> {
-        self.scalar(de::Unexpected::Bool(v))
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Valid, E> {
+        Ok(Valid)
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Valid, E> {
-        self.scalar(de::Unexpected::Signed(v))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Valid, E> {
+        Ok(Valid)
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Valid, E> {
-        self.scalar(de::Unexpected::Unsigned(v))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Valid, E> {
+        Ok(Valid)
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Valid, E> {
-        self.scalar(de::Unexpected::Float(v))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Valid, E> {
+        Ok(Valid)
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Valid, E> {
-        self.scalar(de::Unexpected::Str(v))
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Valid, E> {
+        Ok(Valid)
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<Valid, E> {
-        self.scalar(de::Unexpected::Unit)
+        Ok(Valid)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Valid, A::Error> {
-        if self.object_only {
-            return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
-        }
         while seq.next_element::<Valid>()?.is_some() {}
         Ok(Valid)
     }
@@ -183,13 +165,13 @@ mod tests {
             r#"{ "content" : [ { "text" : "spaced", "type" : "text" } ] , "isError" : null }"#,
             r#"{"content":[{"type":"text","text":"a"},{"type":"text","text":"b"}],"structuredContent":"just text"}"#,
         ] {
-            let (kept, is_error) = plain(text).unwrap_or_else(|| panic!("{text} was not kept"));
-            assert_eq!(kept, text, "kept as sent");
+            let kept = plain(text).unwrap_or_else(|| panic!("{text} was not kept"));
+            assert_eq!(kept.result_json, text, "kept as sent");
             let rmcp = rmcp_reads(text).unwrap_or_else(|| panic!("rmcp refuses {text}"));
-            assert_eq!(is_error, rmcp.is_error == Some(true), "{text}");
+            assert_eq!(kept.is_error, rmcp.is_error == Some(true), "{text}");
             // The typed path wrote rmcp's reading out again; the kept text reads as the same.
             let typed = serde_json::to_string(&rmcp).unwrap();
-            assert_eq!(rmcp_reads(&kept), rmcp_reads(&typed), "{text}");
+            assert_eq!(rmcp_reads(&kept.result_json), rmcp_reads(&typed), "{text}");
         }
     }
 
@@ -254,6 +236,6 @@ mod tests {
         let within = format!("{}{}", "[".repeat(100), "]".repeat(100));
         let text = format!(r#"{{"content":[],"structuredContent":{within}}}"#);
         assert!(rmcp_reads(&text).is_some());
-        assert_eq!(plain(&text).map(|(kept, _)| kept), Some(text));
+        assert_eq!(plain(&text).map(|kept| kept.result_json), Some(text));
     }
 }

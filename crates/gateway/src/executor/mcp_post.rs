@@ -12,7 +12,6 @@ use super::mcp::Called;
 use crate::error::sentence;
 use bytes::Bytes;
 use futures::StreamExt;
-use gatehouse_actors::ToolOutput;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
@@ -247,10 +246,7 @@ pub(super) fn answer_in(id: &RequestId, message: &[u8]) -> Option<Called> {
     }
     match (message.result, message.error) {
         (Some(result), None) => Some(match as_sent::plain(result.get()) {
-            Some((result_json, is_error)) => Called::AnsweredAsSent(ToolOutput {
-                result_json,
-                is_error,
-            }),
+            Some(output) => Called::AnsweredAsSent(output),
             None => match serde_json::from_str::<CallToolResult>(result.get()) {
                 Ok(result) => Called::Answered(result),
                 Err(_) => Called::Failed(

@@ -1,11 +1,19 @@
 //! Concurrent writes through one node share log entries, and each still gets its own answer:
-//! a refused write in a batch refuses nothing else.
+//! a refused write in a batch refuses nothing else. The audit flush the changes of one entry
+//! wait on runs once for them all.
 
+use futures::FutureExt;
+use gatehouse_cluster::cluster::Flush;
+use gatehouse_fronts::services::convert::resource_from;
 use gatehouse_proto::v1 as pb;
+use gatehouse_registry::Command;
 use gatehouse_testkit::wire::resource;
 use gatehouse_tests::{TestCluster, tenant};
 use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::sync::watch;
 
 const WRITERS: usize = 32;
 const EACH: usize = 10;
@@ -84,5 +92,93 @@ fn concurrent_writes_share_entries_and_keep_their_own_answers() -> anyhow::Resul
         "{} writes ({good} accepted) in {entries} log entries",
         WRITERS * EACH
     );
+    Ok(())
+}
+
+/// An admin change's audit flush runs beside its write, once for all the changes of one log
+/// entry: the changes that queued behind a batch share one run of the flush they name, and a
+/// change refused before it is written still has its flush run.
+#[test]
+fn changes_in_one_batch_share_one_run_of_their_flush() -> anyhow::Result<()> {
+    let cluster = TestCluster::new(&[1])?;
+    cluster.leader(Duration::from_secs(10))?;
+    let node = cluster.node(1).cluster.clone();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (open, opened) = watch::channel(false);
+    let flush: Flush = {
+        let runs = runs.clone();
+        Arc::new(move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let mut opened = opened.clone();
+            async move {
+                let _ = opened.wait_for(|open| *open).await;
+                Ok(())
+            }
+            .boxed()
+        })
+    };
+    let put = |name: &str| -> anyhow::Result<Command> {
+        Ok(Command::Put {
+            resources: vec![resource_from(tenant(name)).map_err(|e| anyhow::anyhow!("{e}"))?],
+        })
+    };
+
+    cluster.block_on(async {
+        // The first change goes alone; its batch stays in flight while its flush is held.
+        let first = {
+            let (node, flush, command) = (node.clone(), flush.clone(), put("first")?);
+            tokio::spawn(async move { node.propose_flushed(command, &flush).await })
+        };
+        while runs.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let queued: Vec<_> = ["second", "third", "fourth"]
+            .into_iter()
+            .map(|name| {
+                let (node, flush, command) = (node.clone(), flush.clone(), put(name)?);
+                Ok(tokio::spawn(async move {
+                    node.propose_flushed(command, &flush).await
+                }))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        while node.queued_proposals() < queued.len() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "the queued changes wait for the batch"
+        );
+        open.send(true)?;
+
+        for (name, answer) in ["first", "second", "third", "fourth"]
+            .into_iter()
+            .zip(std::iter::once(first).chain(queued))
+        {
+            let (flushed, written) = answer.await?;
+            flushed.map_err(|e| anyhow::anyhow!("{name}'s flush: {e}"))?;
+            written.map_err(|e| anyhow::anyhow!("{name}'s write: {e}"))?;
+        }
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            2,
+            "one run for the first batch, one for the three changes that queued behind it"
+        );
+
+        let (flushed, written) = node
+            .propose_flushed(Command::Put { resources: vec![] }, &flush)
+            .await;
+        assert!(written.is_err(), "a put of nothing is refused: {written:?}");
+        assert!(flushed.is_ok());
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            3,
+            "a refused change still flushes"
+        );
+        anyhow::Ok(())
+    })?;
+    for name in ["first", "second", "third", "fourth"] {
+        assert!(cluster.has_tenant(1, name), "{name} was written");
+    }
     Ok(())
 }

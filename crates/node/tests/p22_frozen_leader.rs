@@ -1,8 +1,8 @@
 //! A leader that freezes (SIGSTOP: its sockets open, nothing answered) must not hold writes
 //! sent through its followers for longer than an election. A follower forwards a write to the
 //! leader it knows; once it learns of a new leader it gives the old one up and writes through
-//! the new one, under the same request id. Writes that arrive meanwhile, more than the batcher
-//! has slots for, are not queued behind the stuck ones.
+//! the new one, under the same request id. Writes that arrive meanwhile, queued behind the
+//! batch in flight, go on with it.
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 /// timings (300–600 ms) and its detection, well under the 5 s a forward may wait for a leader
 /// that is still the leader.
 const DEADLINE: Duration = Duration::from_secs(4);
-/// More writes at once than the batcher keeps batches in flight (4).
+/// Writes at once, through both followers: most queue behind the first batch each one forwards.
 const WRITES: usize = 12;
 
 fn signal(pid: u32, sig: &str) {

@@ -3,8 +3,9 @@
 
 use super::convert::{self, page_after, page_token};
 use super::status::answer;
+use futures::FutureExt;
 use gatehouse_audit::{self as audit, AuditLog, Entry};
-use gatehouse_cluster::cluster::{Cluster, WriteError};
+use gatehouse_cluster::cluster::{Cluster, Flush, WriteError};
 use gatehouse_gateway::auth::{Authenticator, Caller, authenticate_current};
 use gatehouse_gateway::pipeline::GatewayError;
 use gatehouse_gateway::pipeline::audit::unavailable;
@@ -21,25 +22,43 @@ use tonic::{Request, Response, Status};
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1_000;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Registry {
     cluster: Cluster,
     auth: Authenticator,
     audit: AuditLog,
+    /// The audit log's flush, one for the service: admin changes in one batch share its run.
+    flush_audit: Flush,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("cluster", &self.cluster)
+            .field("audit", &self.audit)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Registry {
     pub fn new(cluster: Cluster, auth: Authenticator, audit: AuditLog) -> Self {
+        let log = audit.clone();
+        let flush_audit: Flush = std::sync::Arc::new(move || {
+            let log = log.clone();
+            async move { log.flush().await }.boxed()
+        });
         Registry {
             cluster,
             auth,
             audit,
+            flush_audit,
         }
     }
 
     /// Proposes an admin change with its audit: one `requested` record per resource, written
     /// before the proposal and made durable while it commits (the two disk syncs overlap
-    /// instead of following each other), then one record per resource of what it changed,
+    /// instead of following each other, and the changes written in one log entry share one
+    /// audit sync), then one record per resource of what it changed,
     /// group-committed after the answer. So every answered change has its request on disk, and
     /// the Raft log holds what it did; a crash can lose only the outcome records of the last few
     /// milliseconds.
@@ -65,7 +84,10 @@ impl Registry {
                 .record(entry(key, "requested".to_owned()))
                 .map_err(|e| unavailable(&e))?;
         }
-        let (requested, written) = tokio::join!(self.audit.flush(), self.cluster.propose(command));
+        let (requested, written) = self
+            .cluster
+            .propose_flushed(command, &self.flush_audit)
+            .await;
         requested.map_err(|e| unavailable(&e))?;
         for key in keys {
             self.audit

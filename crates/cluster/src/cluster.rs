@@ -454,7 +454,10 @@ async fn batch_writes(cluster: Cluster, mut queued: mpsc::Receiver<Queued>) {
     }
 }
 
-/// Writes a batch as one log entry, and beside it runs each flush its proposals name, once.
+/// Writes a batch as one log entry, and beside it runs each flush its proposals name, once. The
+/// next batch waits for both: a flush is an audit sync, shorter than a Raft write, and an audit
+/// log that does not sync holds the node's audited proposals anyway (calls and the actors'
+/// commands write their records ahead, durably).
 async fn write_batch(cluster: &Cluster, batch: Vec<Queued>) {
     let mut flushes: Vec<(Flush, Vec<oneshot::Sender<io::Result<()>>>)> = Vec::new();
     let mut writes = Vec::with_capacity(batch.len());

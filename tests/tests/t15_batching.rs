@@ -129,9 +129,10 @@ fn changes_in_one_batch_share_one_run_of_their_flush() -> anyhow::Result<()> {
             let (node, flush, command) = (node.clone(), flush.clone(), put("first")?);
             tokio::spawn(async move { node.propose_flushed(command, &flush).await })
         };
-        while runs.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
+        until("the first batch to run its flush", || {
+            runs.load(Ordering::SeqCst) > 0
+        })
+        .await?;
         let queued: Vec<_> = ["second", "third", "fourth"]
             .into_iter()
             .map(|name| {
@@ -141,9 +142,10 @@ fn changes_in_one_batch_share_one_run_of_their_flush() -> anyhow::Result<()> {
                 }))
             })
             .collect::<anyhow::Result<_>>()?;
-        while node.queued_proposals() < queued.len() {
-            tokio::task::yield_now().await;
-        }
+        until("three changes queued behind the first", || {
+            node.queued_proposals() == queued.len()
+        })
+        .await?;
         assert_eq!(
             runs.load(Ordering::SeqCst),
             1,
@@ -181,4 +183,16 @@ fn changes_in_one_batch_share_one_run_of_their_flush() -> anyhow::Result<()> {
         assert!(cluster.has_tenant(1, name), "{name} was written");
     }
     Ok(())
+}
+
+/// Yields until `done` holds; an error naming `what` if it does not within 10 s.
+async fn until(what: &str, done: impl Fn() -> bool) -> anyhow::Result<()> {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !done() {
+            tokio::task::yield_now().await;
+        }
+    });
+    waited
+        .await
+        .map_err(|_| anyhow::anyhow!("waited 10 s for {what}"))
 }

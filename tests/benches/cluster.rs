@@ -21,6 +21,9 @@ use load::{Level, Window, ms};
 use settings::{HELP, Route, Settings};
 use std::time::{Duration, Instant};
 
+/// etcd's levels, by route.
+type EtcdLevels = Vec<(Route, Vec<Level>)>;
+
 /// The nodes run in this process: they get the allocator the `gatehouse` binary ships with.
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -49,25 +52,34 @@ fn main() -> anyhow::Result<()> {
         value.len()
     );
 
-    println!("[1/3] gatehouse: 3 durable nodes, default Raft timings, writes to the leader");
-    let (cluster, leader) = gatehouse::start_cluster()?;
-    println!("  cluster up, leader is node {leader}");
-    let ours = gatehouse::writes(&cluster, leader, &settings.levels, window, &value)?;
-    drop(cluster);
+    // One round: gatehouse's levels, then etcd's; the learner's catch-up once, after the first.
+    let mut rounds: Vec<(Vec<Level>, EtcdLevels)> = Vec::new();
+    for round in 1..=settings.rounds {
+        if settings.rounds > 1 {
+            println!("round {round} of {}", settings.rounds);
+        }
+        println!("[1/3] gatehouse: 3 durable nodes, default Raft timings, writes to the leader");
+        let (cluster, leader) = gatehouse::start_cluster()?;
+        println!("  cluster up, leader is node {leader}");
+        let ours = gatehouse::writes(&cluster, leader, &settings.levels, window, &value)?;
+        drop(cluster);
 
-    if settings.catchup == 0 {
-        println!("[2/3] learner catch-up: skipped (--catchup 0)");
-    } else {
-        catchup(&settings, &value)?;
-    }
+        match (round, settings.catchup) {
+            (1, 0) => println!("[2/3] learner catch-up: skipped (--catchup 0)"),
+            (1, _) => catchup(&settings, &value)?,
+            _ => {}
+        }
 
-    let mut theirs: Vec<(Route, Vec<Level>)> = Vec::new();
-    match etcd::find_binary() {
-        _ if settings.skip_etcd => println!("[3/3] etcd comparison: skipped (--skip-etcd)"),
-        None => println!(
-            "[3/3] etcd comparison: skipped, no `etcd` on PATH (Debian: apt-get install etcd-server)"
-        ),
-        Some(binary) => theirs = etcd_writes(&binary, &settings, window, &value)?,
+        let mut theirs: EtcdLevels = Vec::new();
+        match etcd::find_binary() {
+            _ if settings.skip_etcd => println!("[3/3] etcd comparison: skipped (--skip-etcd)"),
+            None => println!(
+                "[3/3] etcd comparison: skipped, no `etcd` on PATH (Debian: apt-get install \
+                 etcd-server)"
+            ),
+            Some(binary) => theirs = etcd_writes(&binary, &settings, window, &value)?,
+        }
+        rounds.push((ours, theirs));
     }
 
     println!();
@@ -75,6 +87,46 @@ fn main() -> anyhow::Result<()> {
         "summary (writes/s, p50, p99, the machine's CPU per write; ratio = gatehouse writes/s \
          over etcd's)"
     );
+    for (ours, theirs) in &rounds {
+        if rounds.len() > 1 {
+            println!();
+        }
+        summarize(ours, theirs);
+    }
+    if rounds.len() > 1 {
+        println!();
+        println!("median ratio over {} rounds", rounds.len());
+        for (i, &clients) in settings.levels.iter().enumerate() {
+            let mut line = format!("  {clients:>3} clients");
+            for (r, route) in settings.etcd_via.iter().enumerate() {
+                let mut ratios: Vec<f64> = rounds
+                    .iter()
+                    .filter_map(|(ours, theirs)| {
+                        let e = theirs.get(r)?.1.get(i)?;
+                        Some(ours.get(i)?.per_second() / e.per_second().max(1e-9))
+                    })
+                    .collect();
+                if let Some(median) = median(&mut ratios) {
+                    line += &format!(
+                        "  {} {median:.2} (of {})",
+                        route.name(),
+                        ratios
+                            .iter()
+                            .map(|r| format!("{r:.2}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+            }
+            println!("{line}");
+        }
+    }
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// One round's lines: each level of gatehouse beside each etcd route's, with the ratio.
+fn summarize(ours: &[Level], theirs: &[(Route, Vec<Level>)]) {
     for (i, level) in ours.iter().enumerate() {
         let mut line = format!(
             "  {:>3} clients  gatehouse {:>7.0}/s {:>9} {:>9} {:>8}",
@@ -84,7 +136,7 @@ fn main() -> anyhow::Result<()> {
             ms(level.percentile(99.0)),
             cpu(level),
         );
-        for (route, levels) in &theirs {
+        for (route, levels) in theirs {
             if let Some(e) = levels.get(i) {
                 line += &format!(
                     " | {} {:>7.0}/s {:>9} {:>9} {:>8} ratio {:.2}",
@@ -99,8 +151,17 @@ fn main() -> anyhow::Result<()> {
         }
         println!("{line}");
     }
-    println!("done in {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
+}
+
+/// The middle value (the mean of the middle two for an even count); `None` for none.
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
 }
 
 /// A level's machine CPU per write, for the summary.

@@ -16,7 +16,10 @@ and the same write load against a 3-member etcd cluster when `etcd` is on PATH.
   --batch N           resources per load write (default 1000)
   --catchup-snapshot  snapshot every 10 entries and keep no log, forcing catch-up by snapshot
   --skip-etcd         do not run the etcd comparison
-  --etcd-via LIST     etcd write routes: grpc, gateway or both (default grpc,gateway)";
+  --etcd-via LIST     etcd write routes: grpc, gateway or both (default grpc,gateway)
+  --rounds N          gatehouse's levels then etcd's, N times over, each round on fresh
+                      clusters; with N > 1 the summary adds each level's median ratio
+                      (default 1; 1 to 20)";
 
 /// etcd routes: its native gRPC API, or its gRPC-JSON gateway over HTTP/1.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +49,7 @@ pub struct Settings {
     pub catchup_snapshot: bool,
     pub skip_etcd: bool,
     pub etcd_via: Vec<Route>,
+    pub rounds: usize,
 }
 
 impl Default for Settings {
@@ -61,6 +65,7 @@ impl Default for Settings {
             catchup_snapshot: false,
             skip_etcd: false,
             etcd_via: vec![Route::Grpc, Route::Gateway],
+            rounds: 1,
         }
     }
 }
@@ -100,6 +105,12 @@ impl Settings {
                 "--value-bytes" => s.value_bytes = value()?.parse()?,
                 "--catchup" => s.catchup = value()?.parse()?,
                 "--batch" => s.batch = value()?.parse::<usize>()?.max(1),
+                "--rounds" => {
+                    s.rounds = value()?.parse()?;
+                    if !(1..=20).contains(&s.rounds) {
+                        bail!("--rounds: 1 to 20");
+                    }
+                }
                 "--catchup-snapshot" => s.catchup_snapshot = true,
                 "--skip-etcd" => s.skip_etcd = true,
                 "--etcd-via" => {

@@ -106,7 +106,7 @@ impl Settings {
                 "--catchup" => s.catchup = value()?.parse()?,
                 "--batch" => s.batch = value()?.parse::<usize>()?.max(1),
                 "--rounds" => {
-                    s.rounds = value()?.parse()?;
+                    s.rounds = value()?.parse().context("--rounds takes a number")?;
                     if !(1..=20).contains(&s.rounds) {
                         bail!("--rounds: 1 to 20");
                     }

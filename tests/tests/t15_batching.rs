@@ -196,3 +196,25 @@ async fn until(what: &str, done: impl Fn() -> bool) -> anyhow::Result<()> {
         .await
         .map_err(|_| anyhow::anyhow!("waited 10 s for {what}"))
 }
+
+/// A flush that fails is reported to every change that waited on it; the write itself stands.
+#[test]
+fn a_failed_flush_is_told_to_its_change_and_the_write_stands() -> anyhow::Result<()> {
+    let cluster = TestCluster::new(&[1])?;
+    cluster.leader(Duration::from_secs(10))?;
+    let node = cluster.node(1).cluster.clone();
+    let failing: Flush =
+        Arc::new(|| async { Err(std::io::Error::other("the audit disk is gone")) }.boxed());
+    let command = Command::Put {
+        resources: vec![resource_from(tenant("unflushed")).map_err(|e| anyhow::anyhow!("{e}"))?],
+    };
+    let (flushed, written) = cluster.block_on(node.propose_flushed(command, &failing));
+    let error = flushed.expect_err("the flush failed");
+    assert!(
+        error.to_string().contains("the audit disk is gone"),
+        "{error}"
+    );
+    written.map_err(|e| anyhow::anyhow!("the write: {e}"))?;
+    assert!(cluster.has_tenant(1, "unflushed"));
+    Ok(())
+}

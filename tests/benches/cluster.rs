@@ -93,33 +93,9 @@ fn main() -> anyhow::Result<()> {
         }
         summarize(ours, theirs);
     }
-    if rounds.len() > 1 {
-        println!();
-        println!("median ratio over {} rounds", rounds.len());
-        for (i, &clients) in settings.levels.iter().enumerate() {
-            let mut line = format!("  {clients:>3} clients");
-            for (r, route) in settings.etcd_via.iter().enumerate() {
-                let mut ratios: Vec<f64> = rounds
-                    .iter()
-                    .filter_map(|(ours, theirs)| {
-                        let e = theirs.get(r)?.1.get(i)?;
-                        Some(ours.get(i)?.per_second() / e.per_second().max(1e-9))
-                    })
-                    .collect();
-                if let Some(median) = median(&mut ratios) {
-                    line += &format!(
-                        "  {} {median:.2} (of {})",
-                        route.name(),
-                        ratios
-                            .iter()
-                            .map(|r| format!("{r:.2}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                }
-            }
-            println!("{line}");
-        }
+    // Medians need more than one round, and etcd's figures to divide by.
+    if rounds.len() > 1 && rounds.iter().all(|(_, theirs)| !theirs.is_empty()) {
+        print_medians(&settings, &rounds);
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
@@ -145,12 +121,38 @@ fn summarize(ours: &[Level], theirs: &[(Route, Vec<Level>)]) {
                     ms(e.percentile(50.0)),
                     ms(e.percentile(99.0)),
                     cpu(e),
-                    level.per_second() / e.per_second().max(1e-9),
+                    ratio(level, e),
                 );
             }
         }
         println!("{line}");
     }
+}
+
+/// Each level's median ratio over the rounds, per etcd route, with the ratios it came from.
+fn print_medians(settings: &Settings, rounds: &[(Vec<Level>, EtcdLevels)]) {
+    println!();
+    println!("median ratio over {} rounds", rounds.len());
+    for (i, &clients) in settings.levels.iter().enumerate() {
+        let mut line = format!("  {clients:>3} clients");
+        for (r, route) in settings.etcd_via.iter().enumerate() {
+            let mut ratios: Vec<f64> = rounds
+                .iter()
+                .filter_map(|(ours, theirs)| Some(ratio(ours.get(i)?, theirs.get(r)?.1.get(i)?)))
+                .collect();
+            let Some(median) = median(&mut ratios) else {
+                continue;
+            };
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            line += &format!("  {} {median:.2} (of {})", route.name(), each.join(", "));
+        }
+        println!("{line}");
+    }
+}
+
+/// Gatehouse's writes/s over etcd's at one level.
+fn ratio(ours: &Level, theirs: &Level) -> f64 {
+    ours.per_second() / theirs.per_second().max(1e-9)
 }
 
 /// The middle value (the mean of the middle two for an even count); `None` for none.

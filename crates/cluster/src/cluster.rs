@@ -65,11 +65,14 @@ type Written = Result<(ApplyResult, u64), WriteError>;
 /// be on disk when the change is answered.
 pub type Flush = Arc<dyn Fn() -> BoxFuture<'static, io::Result<()>> + Send + Sync>;
 
+/// A flush a proposal waits on, and where to say how it went.
+type Flushed = (Flush, oneshot::Sender<io::Result<()>>);
+
 /// A proposal waiting for the batcher, with where its answer goes and the flush it waits on.
 struct Queued {
     proposal: Proposal,
     reply: oneshot::Sender<Written>,
-    flushed: Option<(Flush, oneshot::Sender<io::Result<()>>)>,
+    flushed: Option<Flushed>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -135,11 +138,7 @@ impl Cluster {
 
     /// Writes a proposal through the batcher, or on its own without one; `flushed`, if any,
     /// runs beside the write and hears how its flush went.
-    async fn submit(
-        &self,
-        proposal: Proposal,
-        flushed: Option<(Flush, oneshot::Sender<io::Result<()>>)>,
-    ) -> Written {
+    async fn submit(&self, proposal: Proposal, flushed: Option<Flushed>) -> Written {
         let Some(batcher) = &self.batcher else {
             let flush = async {
                 if let Some((flush, done)) = flushed {
@@ -209,7 +208,7 @@ impl Cluster {
     async fn written(
         &self,
         proposal: Proposal,
-        flushed: Option<(Flush, oneshot::Sender<io::Result<()>>)>,
+        flushed: Option<Flushed>,
     ) -> Result<(Response, u64), WriteError> {
         let (result, index) = self.submit(proposal, flushed).await?;
         // Committed either way; waiting only makes this node's next read include the write.

@@ -10,6 +10,8 @@ use crate::resource::{Resource, ResourceKey};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+mod by_tag;
+
 /// Most notices one `Notified` command marks.
 pub const MAX_NOTICES: usize = 1_024;
 
@@ -21,7 +23,8 @@ pub struct Proposal {
     pub command: Command,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written as a map with its `type` first; read the same way without buffering (`by_tag`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     /// Create or change resources, all or none.

@@ -25,6 +25,7 @@ pub mod redact;
 pub mod registry;
 pub mod resource;
 pub mod secrets;
+mod tag_first;
 pub mod time;
 
 pub use call::{Call, CallId, CallState, NewCall, Outcome, Timestamp};

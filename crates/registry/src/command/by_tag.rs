@@ -14,6 +14,7 @@
 use super::{Command, Proposal};
 use crate::call::{CallId, NewCall, NodeId, Outcome, Timestamp};
 use crate::resource::{NotifyEvent, Resource, ResourceKey};
+use crate::tag_first::{FirstKey, collect};
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, VariantAccess, Visitor,
 };
@@ -36,21 +37,13 @@ impl<'de> Visitor<'de> for CommandVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Command, A::Error> {
-        match map.next_key_seed(FirstKey)? {
+        match map.next_key_seed(FirstKey("type"))? {
             Some(None) => {
                 let tag: String = map.next_value()?;
                 ByTag::deserialize(Fields { tag, map }).map(Command::from)
             }
-            first => {
-                let mut document = serde_json::Map::new();
-                if let Some(Some(key)) = first {
-                    document.insert(key, map.next_value()?);
-                }
-                while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
-                    document.insert(key, value);
-                }
-                buffered(document).map_err(de::Error::custom)
-            }
+            Some(Some(first)) => buffered(collect(Some(first), map)?).map_err(de::Error::custom),
+            None => buffered(serde_json::Map::new()).map_err(de::Error::custom),
         }
     }
 }
@@ -71,29 +64,6 @@ fn buffered(
     };
     let map = de::value::MapDeserializer::new(document.into_iter());
     ByTag::deserialize(Fields { tag, map }).map(Command::from)
-}
-
-/// Reads a map's first key: `None` for `type`, the key itself otherwise.
-struct FirstKey;
-
-impl<'de> DeserializeSeed<'de> for FirstKey {
-    type Value = Option<String>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FirstKey {
-    type Value = Option<String>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a field name")
-    }
-
-    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
-        Ok((key != "type").then(|| key.to_owned()))
-    }
 }
 
 /// The rest of a command's map once its tag was read, as an externally tagged enum: the tag is

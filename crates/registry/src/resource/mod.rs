@@ -1,6 +1,7 @@
 //! The declarative resources an admin manages: their shapes, their keys in the registry, and
 //! the checks every one of them passes before it may be proposed.
 
+mod by_kind;
 mod names;
 mod policy;
 mod principal;
@@ -51,7 +52,8 @@ pub struct Object<S> {
     pub spec: S,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written as its object with `kind` first; read the same way without buffering (`by_kind`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind")]
 pub enum Resource {
     Tenant(Object<TenantSpec>),

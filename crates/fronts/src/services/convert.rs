@@ -5,8 +5,9 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_registry::cascade::{Resolution, TraceEntry};
 use gatehouse_registry::classify::{ResolvedTool, ToolSource};
 use gatehouse_registry::registry::Stored;
-use gatehouse_registry::resource::{API_VERSION, Level};
+use gatehouse_registry::resource::{API_VERSION, Level, Metadata, Object};
 use gatehouse_registry::{Kind, Resource, ResourceKey};
+use serde::de::DeserializeOwned;
 
 pub fn kind(text: &str) -> Result<Kind, GatewayError> {
     Kind::parse(text).ok_or_else(|| {
@@ -49,30 +50,51 @@ pub fn resource_to(stored: &Stored) -> pb::Resource {
     }
 }
 
-/// A wire resource as the registry's, with errors that name the field.
+/// A wire resource as the registry's, with errors that name the field (`spec.displayName`).
+/// The spec is read into its kind's type directly: read through the tagged `Resource` from a
+/// document whose `kind` is not first, serde collects the map before it reads it and reports every
+/// error at the root.
 pub fn resource_from(r: pb::Resource) -> Result<Resource, GatewayError> {
     let kind = kind(&r.kind)?;
     let spec: serde_json::Value = serde_json::from_str(&r.spec_json).map_err(|e| {
         GatewayError::invalid_request(format!("{kind}/{}: spec_json is not JSON: {e}", r.name))
     })?;
-    let mut metadata = serde_json::json!({ "name": r.name });
-    if let Some(tenant) = r.tenant.filter(|t| !t.is_empty()) {
-        metadata["tenant"] = tenant.into();
-    }
-    if !r.labels.is_empty() {
-        metadata["labels"] = serde_json::to_value(&r.labels).unwrap_or_default();
-    }
-    let document = serde_json::json!({
-        "kind": kind.as_str(),
-        "apiVersion": API_VERSION,
-        "metadata": metadata,
-        "spec": spec,
-    });
-    serde_path_to_error::deserialize(document)
-        .map(Resource::normalized)
-        .map_err(|e| {
-            GatewayError::invalid_request(format!("{kind}/{}: {}: {}", r.name, e.path(), e.inner()))
-        })
+    let metadata = Metadata {
+        name: r.name,
+        tenant: r.tenant.filter(|t| !t.is_empty()),
+        labels: r.labels.into_iter().collect(),
+    };
+    let resource = match kind {
+        Kind::Tenant => Resource::Tenant(object(kind, metadata, spec)?),
+        Kind::Principal => Resource::Principal(object(kind, metadata, spec)?),
+        Kind::Upstream => Resource::Upstream(object(kind, metadata, spec)?),
+        Kind::Tool => Resource::Tool(object(kind, metadata, spec)?),
+        Kind::Skill => Resource::Skill(object(kind, metadata, spec)?),
+        Kind::Policy => Resource::Policy(object(kind, metadata, spec)?),
+        Kind::Webhook => Resource::Webhook(object(kind, metadata, spec)?),
+    };
+    Ok(resource.normalized())
+}
+
+/// One kind's object, its spec read with the path of any error.
+fn object<S: DeserializeOwned>(
+    kind: Kind,
+    metadata: Metadata,
+    spec: serde_json::Value,
+) -> Result<Object<S>, GatewayError> {
+    let spec = serde_path_to_error::deserialize(spec).map_err(|e| {
+        let path = match e.path().to_string() {
+            root if root == "." => "spec".to_owned(),
+            index if index.starts_with('[') => format!("spec{index}"),
+            field => format!("spec.{field}"),
+        };
+        GatewayError::invalid_request(format!("{kind}/{}: {path}: {}", metadata.name, e.inner()))
+    })?;
+    Ok(Object {
+        api_version: API_VERSION.to_owned(),
+        metadata,
+        spec,
+    })
 }
 
 fn level(level: Level) -> pb::SkillLevel {
@@ -263,3 +285,6 @@ pub fn call_state_from(value: i32) -> Result<Option<gatehouse_registry::CallStat
         pb::CallState::OutcomeUnknown => Some(S::OutcomeUnknown),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,7 +14,7 @@
 use super::{Command, Proposal};
 use crate::call::{CallId, NewCall, NodeId, Outcome, Timestamp};
 use crate::resource::{NotifyEvent, Resource, ResourceKey};
-use crate::tag_first::{FirstKey, collect};
+use crate::tag_first::{FirstKey, WithoutTag, collect};
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, VariantAccess, Visitor,
 };
@@ -40,9 +40,10 @@ impl<'de> Visitor<'de> for CommandVisitor {
         match map.next_key_seed(FirstKey("type"))? {
             Some(None) => {
                 let tag: String = map.next_value()?;
+                let map = WithoutTag { map, tag: "type" };
                 ByTag::deserialize(Fields { tag, map }).map(Command::from)
             }
-            Some(Some(first)) => buffered(collect(Some(first), map)?).map_err(de::Error::custom),
+            Some(Some(first)) => buffered(collect(first, map)?).map_err(de::Error::custom),
             None => buffered(serde_json::Map::new()).map_err(de::Error::custom),
         }
     }

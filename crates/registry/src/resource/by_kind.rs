@@ -9,7 +9,7 @@ use super::{
     Kind, Object, PolicySpec, PrincipalSpec, Resource, SkillSpec, TenantSpec, ToolSpec,
     UpstreamSpec, WebhookSpec,
 };
-use crate::tag_first::{FirstKey, collect};
+use crate::tag_first::{FirstKey, WithoutTag, collect};
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -34,9 +34,12 @@ impl<'de> Visitor<'de> for ResourceVisitor {
         match map.next_key_seed(FirstKey("kind"))? {
             Some(None) => {
                 let kind: Kind = map.next_value()?;
-                read(kind, MapAccessDeserializer::new(map))
+                read(
+                    kind,
+                    MapAccessDeserializer::new(WithoutTag { map, tag: "kind" }),
+                )
             }
-            Some(Some(first)) => buffered(collect(Some(first), map)?).map_err(de::Error::custom),
+            Some(Some(first)) => buffered(collect(first, map)?).map_err(de::Error::custom),
             None => buffered(serde_json::Map::new()).map_err(de::Error::custom),
         }
     }

@@ -300,3 +300,27 @@ fn a_command_missing_a_field_or_carrying_a_wrong_one_is_refused() {
         .to_string();
     assert!(twice.contains("duplicate field `before`"), "{twice}");
 }
+
+#[test]
+fn a_command_naming_its_type_twice_is_refused_either_way() {
+    // A reader that keeps the last of two tags would see a `place` here; neither is applied.
+    for text in [
+        r#"{"type":"purge","before":1,"type":"place"}"#,
+        r#"{"before":1,"type":"purge","type":"place"}"#,
+    ] {
+        let refused = serde_json::from_str::<Command>(text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("duplicate field `type`"),
+            "{text}: {refused}"
+        );
+    }
+    let twice_later = serde_json::from_str::<Command>(r#"{"before":1,"type":"purge","before":2}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        twice_later.contains("duplicate field `before`"),
+        "{twice_later}"
+    );
+}

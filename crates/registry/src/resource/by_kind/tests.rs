@@ -113,3 +113,24 @@ fn an_error_in_a_spec_read_kind_first_names_its_field() {
         "{error}"
     );
 }
+
+#[test]
+fn a_resource_naming_its_kind_twice_is_refused_either_way() {
+    // A reader that keeps the last of two kinds would see a principal here.
+    let tenant = r#""apiVersion":"gatehouse.dev/v1","metadata":{"name":"acme"},"spec":{}"#;
+    for text in [
+        format!(r#"{{"kind":"Tenant",{tenant},"kind":"Principal"}}"#),
+        format!(r#"{{{tenant},"kind":"Tenant","kind":"Principal"}}"#),
+    ] {
+        let refused = serde_json::from_str::<Resource>(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("duplicate field `kind`"),
+            "{text}: {refused}"
+        );
+    }
+    // The same document with one kind reads.
+    let once: Resource = serde_json::from_str(&format!(r#"{{"kind":"Tenant",{tenant}}}"#)).unwrap();
+    assert_eq!(once.key().kind, Kind::Tenant);
+}

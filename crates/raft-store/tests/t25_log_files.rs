@@ -1,5 +1,5 @@
-//! The Raft log's own files: appends write into space allocated ahead, whose zeros a reopen
-//! reads as the end of the records; what a crash mid-append leaves is cut off and nothing
+//! The Raft log's own files: appends write into space filled with zeros ahead (written blocks,
+//! not space reserved for them), whose zeros a reopen reads as the end of the records; what a crash mid-append leaves is cut off and nothing
 //! before it is lost, nor does anything a truncation cut come back; damage anywhere else
 //! refuses the store, and a store whose log is still in sled moves it into the files once,
 //! whole.
@@ -112,6 +112,50 @@ async fn appends_write_into_space_allocated_ahead_and_a_reopen_finds_where_they_
         log.blocking_append(blanks(7..=7)).await.unwrap();
     }
     assert_eq!(indexes(dir.path()).await, (1..=7).collect::<Vec<_>>());
+}
+
+/// The extents `filefrag -v` lists for `file` that are reserved but not written; `None` where
+/// `filefrag` is missing or the file system cannot say (no FIEMAP).
+fn unwritten_extents(file: &Path) -> Option<Vec<String>> {
+    let out = std::process::Command::new("filefrag")
+        .arg("-v")
+        .arg(file)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("logical_offset") {
+        return None;
+    }
+    Some(
+        text.lines()
+            .filter(|line| line.contains("unwritten"))
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[tokio::test]
+async fn the_space_ahead_of_the_records_is_written_so_a_sync_after_an_append_writes_data_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _sm) = open(dir.path()).unwrap();
+    log.blocking_append(blanks(1..=3)).await.unwrap();
+    let segment = the_segment(dir.path());
+    assert!(
+        std::fs::metadata(&segment).unwrap().len() > records_end(&segment),
+        "nothing ahead of the records"
+    );
+    let Some(unwritten) = unwritten_extents(&segment) else {
+        eprintln!(
+            "skipped: `filefrag -v` cannot list {}'s extents here (no filefrag, or no FIEMAP)",
+            segment.display()
+        );
+        return;
+    };
+    assert!(
+        unwritten.is_empty(),
+        "space reserved but not written ahead of the records: every append into it changes the \
+         file's extents, which its sync must write too: {unwritten:?}"
+    );
 }
 
 #[tokio::test]

@@ -590,8 +590,9 @@ impl Segments {
         let file = file.clone();
         let end = state.tail_len + bytes.len() as u64;
         if end > state.allocated {
+            // Zeros after the records only: the records themselves write the blocks up to `end`.
             let to = end.next_multiple_of(AHEAD_BYTES);
-            fill_zeros(&file, state.allocated, to)?;
+            fill_zeros(&file, end, to)?;
             state.allocated = to;
         }
         file.write_all_at(&bytes, state.tail_len)?;

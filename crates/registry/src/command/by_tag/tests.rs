@@ -259,45 +259,38 @@ fn commands_inside_a_proposal_read_back_from_a_value_too() {
     }
 }
 
+/// Why `text` is refused as a command.
+fn refusal(text: &str) -> String {
+    serde_json::from_str::<Command>(text)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn a_command_without_a_known_type_is_refused_by_name() {
-    let unknown = serde_json::from_str::<Command>(r#"{"type":"drop_everything","tenant":"acme"}"#)
-        .unwrap_err()
-        .to_string();
+    let unknown = refusal(r#"{"type":"drop_everything","tenant":"acme"}"#);
     assert!(
         unknown.contains("unknown variant `drop_everything`"),
         "{unknown}"
     );
-    let unknown_last = serde_json::from_str::<Command>(r#"{"tenant":"acme","type":"drop"}"#)
-        .unwrap_err()
-        .to_string();
+    let unknown_last = refusal(r#"{"tenant":"acme","type":"drop"}"#);
     assert!(
         unknown_last.contains("unknown variant `drop`"),
         "{unknown_last}"
     );
-    let missing = serde_json::from_str::<Command>(r#"{"tenant":"acme"}"#)
-        .unwrap_err()
-        .to_string();
+    let missing = refusal(r#"{"tenant":"acme"}"#);
     assert!(missing.contains("missing field `type`"), "{missing}");
-    let not_a_map = serde_json::from_str::<Command>(r#"["place"]"#)
-        .unwrap_err()
-        .to_string();
+    let not_a_map = refusal(r#"["place"]"#);
     assert!(not_a_map.contains("invalid type"), "{not_a_map}");
 }
 
 #[test]
 fn a_command_missing_a_field_or_carrying_a_wrong_one_is_refused() {
-    let missing = serde_json::from_str::<Command>(r#"{"type":"place","tenant":"acme","home":2}"#)
-        .unwrap_err()
-        .to_string();
+    let missing = refusal(r#"{"type":"place","tenant":"acme","home":2}"#);
     assert!(missing.contains("missing field `epoch`"), "{missing}");
-    let wrong = serde_json::from_str::<Command>(r#"{"type":"purge","before":"yesterday"}"#)
-        .unwrap_err()
-        .to_string();
+    let wrong = refusal(r#"{"type":"purge","before":"yesterday"}"#);
     assert!(wrong.contains("invalid type"), "{wrong}");
-    let twice = serde_json::from_str::<Command>(r#"{"type":"purge","before":1,"before":2}"#)
-        .unwrap_err()
-        .to_string();
+    let twice = refusal(r#"{"type":"purge","before":1,"before":2}"#);
     assert!(twice.contains("duplicate field `before`"), "{twice}");
 }
 
@@ -308,17 +301,13 @@ fn a_command_naming_its_type_twice_is_refused_either_way() {
         r#"{"type":"purge","before":1,"type":"place"}"#,
         r#"{"before":1,"type":"purge","type":"place"}"#,
     ] {
-        let refused = serde_json::from_str::<Command>(text)
-            .unwrap_err()
-            .to_string();
+        let refused = refusal(text);
         assert!(
             refused.contains("duplicate field `type`"),
             "{text}: {refused}"
         );
     }
-    let twice_later = serde_json::from_str::<Command>(r#"{"before":1,"type":"purge","before":2}"#)
-        .unwrap_err()
-        .to_string();
+    let twice_later = refusal(r#"{"before":1,"type":"purge","before":2}"#);
     assert!(
         twice_later.contains("duplicate field `before`"),
         "{twice_later}"

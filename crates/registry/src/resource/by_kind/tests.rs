@@ -73,28 +73,25 @@ fn a_resource_whose_kind_comes_later_reads_the_same() {
     }
 }
 
+/// Why `text` is refused as a resource.
+fn refusal(text: &str) -> String {
+    serde_json::from_str::<Resource>(text)
+        .unwrap_err()
+        .to_string()
+}
+
 #[test]
 fn a_resource_of_no_known_kind_or_none_is_refused() {
-    let unknown =
-        serde_json::from_str::<Resource>(r#"{"kind":"Secret","apiVersion":"gatehouse.dev/v1"}"#)
-            .unwrap_err()
-            .to_string();
+    let unknown = refusal(r#"{"kind":"Secret","apiVersion":"gatehouse.dev/v1"}"#);
     assert!(unknown.contains("unknown variant `Secret`"), "{unknown}");
-    let unknown_later =
-        serde_json::from_str::<Resource>(r#"{"apiVersion":"gatehouse.dev/v1","kind":"Secret"}"#)
-            .unwrap_err()
-            .to_string();
+    let unknown_later = refusal(r#"{"apiVersion":"gatehouse.dev/v1","kind":"Secret"}"#);
     assert!(
         unknown_later.contains("unknown variant `Secret`"),
         "{unknown_later}"
     );
-    let missing = serde_json::from_str::<Resource>(r#"{"apiVersion":"gatehouse.dev/v1"}"#)
-        .unwrap_err()
-        .to_string();
+    let missing = refusal(r#"{"apiVersion":"gatehouse.dev/v1"}"#);
     assert!(missing.contains("missing field `kind`"), "{missing}");
-    let empty = serde_json::from_str::<Resource>("{}")
-        .unwrap_err()
-        .to_string();
+    let empty = refusal("{}");
     assert!(empty.contains("missing field `kind`"), "{empty}");
 }
 
@@ -122,9 +119,7 @@ fn a_resource_naming_its_kind_twice_is_refused_either_way() {
         format!(r#"{{"kind":"Tenant",{tenant},"kind":"Principal"}}"#),
         format!(r#"{{{tenant},"kind":"Tenant","kind":"Principal"}}"#),
     ] {
-        let refused = serde_json::from_str::<Resource>(&text)
-            .unwrap_err()
-            .to_string();
+        let refused = refusal(&text);
         assert!(
             refused.contains("duplicate field `kind`"),
             "{text}: {refused}"

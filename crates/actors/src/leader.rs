@@ -94,13 +94,13 @@ fn voter_view(context: &NodeContext, settled: bool) -> VoterView {
 fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Vec<Command> {
     let registry = context.registry.read();
     let mut busy: HashSet<&str> = HashSet::new();
-    let mut with_work: BTreeSet<&str> = BTreeSet::new();
+    let mut first: BTreeSet<&str> = BTreeSet::new();
     for call in registry.unfinished_calls() {
         let tenant = call.spec.tenant.as_str();
         // A tenant with unfinished calls cannot be deleted; the check keeps a step from
         // naming one that is not there whatever the calls say.
         if registry.tenant_exists(tenant) {
-            with_work.insert(tenant);
+            first.insert(tenant);
         }
         let current = registry.placement(tenant).map(|p| p.epoch);
         if call.state == CallState::Executing && call.claim.as_ref().map(|c| c.epoch) == current {
@@ -108,9 +108,9 @@ fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Ve
         }
     }
     if changed {
-        with_work.extend(registry.tenants());
+        first.extend(registry.tenants());
     }
-    candidates(&with_work, registry.unsettled_tenants())
+    candidates(&first, registry.unsettled_tenants())
         .filter_map(|tenant| {
             let view_of = TenantView {
                 tenant,
@@ -125,18 +125,18 @@ fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Ve
         .collect()
 }
 
-/// The tenants a review looks at: those with work first, then the unsettled ones, each once.
-/// Lazy, so that a review under the registry's read lock reads no more of a backlog of new
-/// tenants than the steps it takes: a bulk load makes tenants faster than reviews place them, and
-/// collecting the whole backlog on every review held applies up for as long as it took.
+/// The tenants a review looks at: `first` (those with unfinished calls, or every tenant when the
+/// voters changed), then the unsettled ones, each once. Lazy, so that a review under the
+/// registry's read lock reads no further into a backlog of new tenants than its steps need: a
+/// bulk load makes tenants faster than reviews place them, and applies wait for that lock.
 fn candidates<'a>(
-    with_work: &'a BTreeSet<&'a str>,
+    first: &'a BTreeSet<&'a str>,
     unsettled: impl Iterator<Item = &'a str> + 'a,
 ) -> impl Iterator<Item = &'a str> + 'a {
-    with_work
+    first
         .iter()
         .copied()
-        .chain(unsettled.filter(move |tenant| !with_work.contains(tenant)))
+        .chain(unsettled.filter(move |tenant| !first.contains(tenant)))
 }
 
 #[cfg(test)]
@@ -145,15 +145,15 @@ mod tests {
     use std::cell::Cell;
 
     #[test]
-    fn a_review_reads_no_more_of_the_unsettled_backlog_than_it_takes() {
+    fn the_unsettled_backlog_is_read_only_as_far_as_candidates_are_taken() {
         let backlog: Vec<String> = (0..100_000).map(|i| format!("t{i:06}")).collect();
         let read = Cell::new(0);
         let unsettled = backlog
             .iter()
             .map(String::as_str)
             .inspect(|_| read.set(read.get() + 1));
-        let with_work = BTreeSet::new();
-        let taken: Vec<&str> = candidates(&with_work, unsettled)
+        let first = BTreeSet::new();
+        let taken: Vec<&str> = candidates(&first, unsettled)
             .take(STEPS_PER_REVIEW)
             .collect();
         assert_eq!(taken.len(), STEPS_PER_REVIEW);
@@ -162,9 +162,9 @@ mod tests {
 
     #[test]
     fn tenants_with_work_come_first_and_each_tenant_once() {
-        let with_work: BTreeSet<&str> = ["b", "d"].into_iter().collect();
+        let first: BTreeSet<&str> = ["b", "d"].into_iter().collect();
         let unsettled = ["a", "b", "c", "d", "e"].into_iter();
-        let all: Vec<&str> = candidates(&with_work, unsettled).collect();
+        let all: Vec<&str> = candidates(&first, unsettled).collect();
         assert_eq!(all, ["b", "d", "a", "c", "e"]);
     }
 }

@@ -6,6 +6,7 @@ mod lookup;
 mod placement;
 mod resources;
 mod restore;
+mod sorted_key;
 mod toolsets;
 
 pub use placement::Placement;
@@ -22,6 +23,7 @@ use crate::resource::{
 };
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
+use sorted_key::SortedKey;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use uuid::Uuid;
 
@@ -55,8 +57,9 @@ struct AppliedRequest {
 /// serialisation is canonical.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct State {
+    /// By key, each behind the beginning of its sort order (`sorted_key.rs`).
     #[serde(with = "pairs")]
-    resources: BTreeMap<ResourceKey, Stored>,
+    resources: BTreeMap<SortedKey, Stored>,
     /// Generation counters that outlive deletes, so a re-created resource never reuses one.
     /// Only looked up one key at a time, by every change, so hashed like `placements`.
     #[serde(
@@ -356,13 +359,14 @@ impl Registry {
             name: String::new(),
         };
         let start = match after {
-            Some(a) if *a >= first => Bound::Excluded(a.clone()),
-            _ => Bound::Included(first),
+            Some(a) if *a >= first => Bound::Excluded(SortedKey::new(a.clone())),
+            _ => Bound::Included(SortedKey::new(first)),
         };
         self.state
             .resources
             .range((start, Bound::Unbounded))
             .take_while(move |(k, _)| {
+                let k = k.key();
                 k.kind == kind && tenant.is_none_or(|t| k.tenant.as_deref() == t)
             })
             .map(|(_, s)| s)
@@ -408,7 +412,12 @@ impl Registry {
             tenant: None,
             name: name.to_owned(),
         };
-        match self.state.resources.get(&key).map(|s| &s.resource) {
+        match self
+            .state
+            .resources
+            .get(&SortedKey::new(key))
+            .map(|s| &s.resource)
+        {
             Some(Resource::Principal(p)) => Some(&p.spec),
             _ => None,
         }

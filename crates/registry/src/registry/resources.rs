@@ -1,7 +1,7 @@
 //! Putting and deleting resources: all of a batch or none of it, generations that grow only on
 //! a real change, and the references between resources kept whole.
 
-use super::{Registry, Stored};
+use super::{Registry, SortedKey, Stored};
 use crate::call::Timestamp;
 use crate::command::{Change, ResourceChange, Response};
 use crate::error::ApplyError;
@@ -51,7 +51,8 @@ impl Registry {
             let key = resource.key();
             // One look-up in the map of every resource, whether the key is new or not: with tens
             // of thousands of resources each look-up is a dozen string compares out of cache.
-            let (change, generation) = match self.state.resources.entry(key.clone()) {
+            let (change, generation) = match self.state.resources.entry(SortedKey::new(key.clone()))
+            {
                 Entry::Occupied(same) if same.get().resource == *resource => {
                     (Change::Unchanged, same.get().generation)
                 }
@@ -180,11 +181,13 @@ impl Registry {
     }
 
     pub fn tenant_exists(&self, tenant: &str) -> bool {
-        self.state.resources.contains_key(&ResourceKey {
-            kind: Kind::Tenant,
-            tenant: None,
-            name: tenant.to_owned(),
-        })
+        self.state
+            .resources
+            .contains_key(&SortedKey::new(ResourceKey {
+                kind: Kind::Tenant,
+                tenant: None,
+                name: tenant.to_owned(),
+            }))
     }
 
     /// The resource's current generation, 0 if it has never existed. Survives deletes.

@@ -71,6 +71,8 @@ pub struct NodeOptions {
     /// The JWT issuers every node accepts, on every front. None by default.
     pub jwt: Vec<JwtIssuerConfig>,
     pub mcp: McpSettings,
+    /// The actors' settings; `None` is [`fast_actors`] for these timings.
+    pub actors: Option<ActorSettings>,
 }
 
 impl Default for NodeOptions {
@@ -81,6 +83,7 @@ impl Default for NodeOptions {
             metrics: MetricsSettings::default(),
             jwt: Vec::new(),
             mcp: McpSettings::default(),
+            actors: None,
         }
     }
 }
@@ -104,7 +107,10 @@ impl NodeOptions {
             http: SocketAddr::from(([127, 0, 0, 1], 0)),
             start,
             raft: self.timings,
-            actors: fast_actors(self.timings),
+            actors: self
+                .actors
+                .clone()
+                .unwrap_or_else(|| fast_actors(self.timings)),
             jwt: self.jwt.clone(),
             mcp: self.mcp.clone(),
             ready_max_lag: gatehouse_node::config::DEFAULT_READY_MAX_LAG,

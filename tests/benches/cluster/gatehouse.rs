@@ -3,10 +3,11 @@
 
 use crate::load::{self, Level, Window, Writer};
 use anyhow::Context;
+use gatehouse_actors::ActorSettings;
 use gatehouse_node::config::RaftTimings;
 use gatehouse_proto::v1 as pb;
 use gatehouse_proto::v1::registry_service_client::RegistryServiceClient;
-use gatehouse_tests::TestCluster;
+use gatehouse_tests::{NodeOptions, TestCluster};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tonic::metadata::{Ascii, MetadataValue};
@@ -63,9 +64,15 @@ impl Writer for Registry {
     }
 }
 
-/// Starts a durable three-node cluster with production timings; its leader.
+/// Starts a durable three-node cluster with production timings and actor settings (the
+/// leader reviews placement every 500 ms, where tests review every 100); its leader.
 pub fn start_cluster() -> anyhow::Result<(TestCluster, u64)> {
-    let cluster = TestCluster::with_timings(&[1, 2, 3], RaftTimings::default())?;
+    let options = NodeOptions {
+        timings: RaftTimings::default(),
+        actors: Some(ActorSettings::default()),
+        ..NodeOptions::default()
+    };
+    let cluster = TestCluster::with_options(&[1, 2, 3], options)?;
     let leader = cluster.leader(Duration::from_secs(10))?;
     Ok((cluster, leader))
 }

@@ -35,9 +35,7 @@ pub(crate) async fn lead(context: Arc<NodeContext>, mut stop: watch::Receiver<bo
         let settled = since.elapsed() >= context.settings.home_unreachable_after;
         let view = voter_view(&context, settled);
         let changed = last_view.as_ref() != Some(&view);
-        let steps = placement_steps(&context, &view, changed);
-        // A review cut short by the step limit looks at everything again next time.
-        let complete = steps.len() < STEPS_PER_REVIEW;
+        let (steps, looked_at_all) = placement_steps(&context, &view, changed);
         // Proposed together, so the node's batcher writes them as few log entries.
         let results =
             futures::future::join_all(steps.into_iter().map(|step| context.cluster.propose(step)))
@@ -45,7 +43,9 @@ pub(crate) async fn lead(context: Arc<NodeContext>, mut stop: watch::Receiver<bo
         let failed = results.iter().filter(|r| r.is_err()).count();
         if failed > 0 {
             tracing::debug!(failed, "placement steps not taken; the next review retries");
-        } else if complete {
+        } else if looked_at_all {
+            // Cut short or not, a review that saw every placed tenant under this view leaves
+            // the rest to the unsettled index: the next one need not look at them again.
             last_view = Some(view);
         }
         let now = now_ms();
@@ -87,11 +87,13 @@ fn voter_view(context: &NodeContext, settled: bool) -> VoterView {
     }
 }
 
-/// The next step for every tenant that may need one: unplaced tenants, tenants with unfinished
-/// calls or a move under way, and every tenant when the voters or their reachability changed.
-/// While they stay as they were, a tenant placed at its rightful home is not looked at, so a
-/// review costs what is unsettled, not what the registry holds.
-fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Vec<Command> {
+/// The next step for every tenant that may need one, at most [`STEPS_PER_REVIEW`]: tenants with
+/// unfinished calls, every placed tenant when the voters or their reachability changed, then
+/// the unsettled ones (no home yet, or moving). While the view stays as it was, a tenant placed
+/// at its rightful home is not looked at, so a review costs what is unsettled and busy, not
+/// what the registry holds. Also says whether the review looked at every placed tenant that the
+/// change may concern (always, when nothing changed).
+fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> (Vec<Command>, bool) {
     let registry = context.registry.read();
     let mut busy: HashSet<&str> = HashSet::new();
     let mut first: BTreeSet<&str> = BTreeSet::new();
@@ -107,36 +109,60 @@ fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> Ve
             busy.insert(tenant);
         }
     }
-    if changed {
-        first.extend(registry.tenants());
-    }
-    candidates(&first, registry.unsettled_tenants())
-        .filter_map(|tenant| {
-            let view_of = TenantView {
-                tenant,
-                placement: registry.placement(tenant),
-                busy: busy.contains(tenant),
-            };
-            next_step(view_of, &view.voters, &view.learners, |node| {
-                view.reachable.contains(&node)
-            })
+    // A placed tenant is one the change may move; one without a home is in the unsettled
+    // index, which comes last, and is looked at there.
+    let placed = changed.then(|| registry.placements().map(|(tenant, _)| tenant));
+    let unsettled = registry
+        .unsettled_tenants()
+        .filter(|tenant| !changed || registry.placement(tenant).is_none());
+    collect_steps(&first, placed, unsettled, STEPS_PER_REVIEW, |tenant| {
+        let view_of = TenantView {
+            tenant,
+            placement: registry.placement(tenant),
+            busy: busy.contains(tenant),
+        };
+        next_step(view_of, &view.voters, &view.learners, |node| {
+            view.reachable.contains(&node)
         })
-        .take(STEPS_PER_REVIEW)
-        .collect()
+    })
 }
 
-/// The tenants a review looks at: `first` (those with unfinished calls, or every tenant when the
-/// voters changed), then the unsettled ones, each once. Lazy, so that a review under the
-/// registry's read lock reads no further into a backlog of new tenants than its steps need: a
-/// bulk load makes tenants faster than reviews place them, and applies wait for that lock.
-fn candidates<'a>(
-    first: &'a BTreeSet<&'a str>,
-    unsettled: impl Iterator<Item = &'a str> + 'a,
-) -> impl Iterator<Item = &'a str> + 'a {
-    first
-        .iter()
-        .copied()
-        .chain(unsettled.filter(move |tenant| !first.contains(tenant)))
+/// The steps for `first`, then `placed` (when given), then `unsettled`, each tenant once, up to
+/// `limit`; and whether it got through `placed`. Lazy, so that a review under the registry's
+/// read lock reads no further into a backlog of new tenants than its steps need: a bulk load
+/// makes tenants faster than reviews place them, and applies wait for that lock. Getting
+/// through `placed` is what lets the next review skip it: a backlog that fills every review
+/// must not make each one look at every tenant again.
+fn collect_steps<'a>(
+    first: &BTreeSet<&'a str>,
+    placed: Option<impl Iterator<Item = &'a str>>,
+    unsettled: impl Iterator<Item = &'a str>,
+    limit: usize,
+    mut step: impl FnMut(&'a str) -> Option<Command>,
+) -> (Vec<Command>, bool) {
+    let mut steps = Vec::new();
+    let mut full = |steps: &mut Vec<Command>, tenant: &'a str| {
+        steps.extend(step(tenant));
+        steps.len() >= limit
+    };
+    for &tenant in first {
+        if full(&mut steps, tenant) {
+            return (steps, placed.is_none());
+        }
+    }
+    if let Some(placed) = placed {
+        for tenant in placed.filter(|tenant| !first.contains(tenant)) {
+            if full(&mut steps, tenant) {
+                return (steps, false);
+            }
+        }
+    }
+    for tenant in unsettled.filter(|tenant| !first.contains(tenant)) {
+        if full(&mut steps, tenant) {
+            break;
+        }
+    }
+    (steps, true)
 }
 
 #[cfg(test)]
@@ -144,27 +170,98 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
+    /// A step for every tenant whose name starts with `u` (unplaced) or `m` (misplaced).
+    fn step(tenant: &str) -> Option<Command> {
+        tenant.starts_with(['u', 'm']).then(|| Command::Place {
+            tenant: tenant.to_owned(),
+            home: 1,
+            epoch: 1,
+        })
+    }
+
+    fn named(steps: &[Command]) -> Vec<&str> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Command::Place { tenant, .. } => tenant.as_str(),
+                other => panic!("not a placement: {other:?}"),
+            })
+            .collect()
+    }
+
     #[test]
-    fn the_unsettled_backlog_is_read_only_as_far_as_candidates_are_taken() {
-        let backlog: Vec<String> = (0..100_000).map(|i| format!("t{i:06}")).collect();
+    fn the_unsettled_backlog_is_read_only_as_far_as_steps_are_taken() {
+        let backlog: Vec<String> = (0..100_000).map(|i| format!("u{i:06}")).collect();
         let read = Cell::new(0);
         let unsettled = backlog
             .iter()
             .map(String::as_str)
             .inspect(|_| read.set(read.get() + 1));
-        let first = BTreeSet::new();
-        let taken: Vec<&str> = candidates(&first, unsettled)
-            .take(STEPS_PER_REVIEW)
-            .collect();
-        assert_eq!(taken.len(), STEPS_PER_REVIEW);
+        let none: Option<std::iter::Empty<&str>> = None;
+        let (steps, looked_at_all) =
+            collect_steps(&BTreeSet::new(), none, unsettled, STEPS_PER_REVIEW, step);
+        assert_eq!(steps.len(), STEPS_PER_REVIEW);
         assert_eq!(read.get(), STEPS_PER_REVIEW);
+        assert!(
+            looked_at_all,
+            "with the voters unchanged there is nothing else to see"
+        );
     }
 
     #[test]
-    fn tenants_with_work_come_first_and_each_tenant_once() {
-        let first: BTreeSet<&str> = ["b", "d"].into_iter().collect();
-        let unsettled = ["a", "b", "c", "d", "e"].into_iter();
-        let all: Vec<&str> = candidates(&first, unsettled).collect();
-        assert_eq!(all, ["b", "d", "a", "c", "e"]);
+    fn tenants_with_work_come_first_then_the_placed_then_the_unsettled_each_once() {
+        let first: BTreeSet<&str> = ["m2", "u4"].into_iter().collect();
+        let placed = ["p1", "m2", "m3"].into_iter();
+        let unsettled = ["u4", "u5"].into_iter();
+        let (steps, looked_at_all) = collect_steps(&first, Some(placed), unsettled, 10, step);
+        assert_eq!(named(&steps), ["m2", "u4", "m3", "u5"]);
+        assert!(looked_at_all);
+    }
+
+    #[test]
+    fn a_backlog_past_the_limit_still_lets_a_review_get_through_the_placed_tenants() {
+        // After a change of voters: a thousand placed tenants, three of them misplaced, and a
+        // backlog of new tenants larger than a review. The placed come before the backlog, so
+        // the review sees them all and the next one need not look again.
+        let placed: Vec<String> = (0..1_000)
+            .map(|i| format!("{}{i:04}", if i % 400 == 7 { 'm' } else { 'p' }))
+            .collect();
+        let backlog: Vec<String> = (0..5_000).map(|i| format!("u{i:04}")).collect();
+        let (steps, looked_at_all) = collect_steps(
+            &BTreeSet::new(),
+            Some(placed.iter().map(String::as_str)),
+            backlog.iter().map(String::as_str),
+            STEPS_PER_REVIEW,
+            step,
+        );
+        assert_eq!(steps.len(), STEPS_PER_REVIEW);
+        assert_eq!(named(&steps)[..3], ["m0007", "m0407", "m0807"]);
+        assert!(
+            looked_at_all,
+            "cut short in the backlog, not among the placed"
+        );
+    }
+
+    #[test]
+    fn a_review_cut_short_among_the_placed_says_it_did_not_see_them_all() {
+        let placed: Vec<String> = (0..50).map(|i| format!("m{i:02}")).collect();
+        let (steps, looked_at_all) = collect_steps(
+            &BTreeSet::new(),
+            Some(placed.iter().map(String::as_str)),
+            std::iter::empty(),
+            20,
+            step,
+        );
+        assert_eq!(steps.len(), 20);
+        assert!(!looked_at_all);
+        let first: BTreeSet<&str> = placed.iter().map(String::as_str).collect();
+        let (_, looked_at_all) = collect_steps(
+            &first,
+            Some(std::iter::empty()),
+            std::iter::empty(),
+            20,
+            step,
+        );
+        assert!(!looked_at_all, "cut short before the placed were reached");
     }
 }

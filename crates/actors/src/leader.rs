@@ -4,8 +4,8 @@
 use crate::clock::now_ms;
 use crate::context::NodeContext;
 use crate::placement::{TenantView, next_step};
-use gatehouse_registry::Command;
 use gatehouse_registry::call::{CallState, NodeId};
+use gatehouse_registry::{Command, Registry};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -111,7 +111,7 @@ fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> (V
     }
     // A placed tenant is one the change may move; one without a home is in the unsettled
     // index, which comes last, and is looked at there.
-    let placed = changed.then(|| registry.placements().map(|(tenant, _)| tenant));
+    let placed = changed.then(|| placed_tenants(&registry));
     let unsettled = registry
         .unsettled_tenants()
         .filter(|tenant| !changed || registry.placement(tenant).is_none());
@@ -125,6 +125,16 @@ fn placement_steps(context: &NodeContext, view: &VoterView, changed: bool) -> (V
             view.reachable.contains(&node)
         })
     })
+}
+
+/// The tenants with a home that still exist. A deleted tenant keeps its placement record, and a
+/// step naming it would be refused: the review would count as failed and the next one would
+/// look at every placed tenant again, forever.
+fn placed_tenants(registry: &Registry) -> impl Iterator<Item = &str> + '_ {
+    registry
+        .placements()
+        .map(|(tenant, _)| tenant)
+        .filter(|tenant| registry.tenant_exists(tenant))
 }
 
 /// The steps for `first`, then `placed` (when given), then `unsettled`, each tenant once, up to
@@ -141,24 +151,24 @@ fn collect_steps<'a>(
     mut step: impl FnMut(&'a str) -> Option<Command>,
 ) -> (Vec<Command>, bool) {
     let mut steps = Vec::new();
-    let mut full = |steps: &mut Vec<Command>, tenant: &'a str| {
+    let mut full = |tenant: &'a str| {
         steps.extend(step(tenant));
         steps.len() >= limit
     };
     for &tenant in first {
-        if full(&mut steps, tenant) {
+        if full(tenant) {
             return (steps, placed.is_none());
         }
     }
     if let Some(placed) = placed {
         for tenant in placed.filter(|tenant| !first.contains(tenant)) {
-            if full(&mut steps, tenant) {
+            if full(tenant) {
                 return (steps, false);
             }
         }
     }
     for tenant in unsettled.filter(|tenant| !first.contains(tenant)) {
-        if full(&mut steps, tenant) {
+        if full(tenant) {
             break;
         }
     }
@@ -240,6 +250,44 @@ mod tests {
             looked_at_all,
             "cut short in the backlog, not among the placed"
         );
+    }
+
+    #[test]
+    fn a_deleted_tenant_is_not_among_the_placed_though_its_placement_stays() {
+        let mut registry = gatehouse_testkit::yaml::registry(&format!(
+            "{}---\n{}",
+            gatehouse_testkit::yaml::tenant("kept"),
+            gatehouse_testkit::yaml::tenant("gone")
+        ));
+        let mut index = 1;
+        let mut apply = |registry: &mut Registry, command: Command| {
+            index += 1;
+            let proposal = gatehouse_registry::Proposal {
+                request_id: uuid::Uuid::from_u128(index.into()),
+                at: 0,
+                command,
+            };
+            registry.apply(index, &proposal).expect("applies");
+        };
+        for tenant in ["kept", "gone"] {
+            apply(
+                &mut registry,
+                Command::Place {
+                    tenant: tenant.to_owned(),
+                    home: 1,
+                    epoch: 1,
+                },
+            );
+        }
+        let gone = gatehouse_registry::ResourceKey {
+            kind: gatehouse_registry::Kind::Tenant,
+            tenant: None,
+            name: "gone".to_owned(),
+        };
+        apply(&mut registry, Command::Delete { keys: vec![gone] });
+        assert!(registry.placement("gone").is_some(), "the record stays");
+        let placed: Vec<&str> = placed_tenants(&registry).collect();
+        assert_eq!(placed, ["kept"]);
     }
 
     #[test]

@@ -183,28 +183,50 @@ async fn hand_out(
 mod tests {
     use super::*;
 
-    /// A front whose serve answers each connection with the name of the thread that took it.
-    async fn naming_front(threads: usize) -> (SocketAddr, watch::Sender<bool>, JoinHandle<()>) {
+    /// A front whose serve answers each connection, in a task of its own as a connection is
+    /// served, with what `answer` makes of it on the thread that took it.
+    async fn answering_front<A, F>(
+        threads: usize,
+        answer: A,
+    ) -> (SocketAddr, watch::Sender<bool>, JoinHandle<()>)
+    where
+        A: Fn() -> F + Clone + Send + 'static,
+        F: Future<Output = String> + Send + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = watch::channel(false);
-        let serve = |mut handoff: Handoff, mut stopped: watch::Receiver<bool>| async move {
-            loop {
-                tokio::select! {
-                    () = async { let _ = stopped.wait_for(|s| *s).await; } => return,
-                    (stream, _) = handoff.accept() => {
-                        let name = thread::current().name().unwrap_or("?").to_owned();
-                        let _ = tokio::io::AsyncWriteExt::write_all(
-                            &mut { stream },
-                            name.as_bytes(),
-                        )
-                        .await;
+        let serve = move |mut handoff: Handoff, mut stopped: watch::Receiver<bool>| {
+            let answer = answer.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        () = async { let _ = stopped.wait_for(|s| *s).await; } => return,
+                        (stream, _) = handoff.accept() => drop(tokio::spawn({
+                            let said = answer();
+                            async move {
+                                let said = said.await;
+                                let _ = tokio::io::AsyncWriteExt::write_all(
+                                    &mut { stream },
+                                    said.as_bytes(),
+                                )
+                                .await;
+                            }
+                        })),
                     }
                 }
             }
         };
         let handle = spawn(listener, threads, stopped, serve).unwrap();
         (addr, stop, handle)
+    }
+
+    /// A front that answers each connection with the name of the thread that took it.
+    async fn naming_front(threads: usize) -> (SocketAddr, watch::Sender<bool>, JoinHandle<()>) {
+        answering_front(threads, || async {
+            thread::current().name().unwrap_or("?").to_owned()
+        })
+        .await
     }
 
     async fn served_by(addr: SocketAddr) -> String {
@@ -256,34 +278,18 @@ mod tests {
             eprintln!("skipped: no /proc/thread-self/io to count a thread's write syscalls");
             return;
         }
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = watch::channel(false);
         // Each connection is answered with the write syscalls its thread made while a call's
         // upstream deadline (30 s, the default) ran around work finished on the same thread.
-        let serve = |mut handoff: Handoff, mut stopped: watch::Receiver<bool>| async move {
-            loop {
-                tokio::select! {
-                    () = async { let _ = stopped.wait_for(|s| *s).await; } => return,
-                    // In a task of its own, as a connection is served.
-                    (stream, _) = handoff.accept() => drop(tokio::spawn(async move {
-                        let before = writes_so_far().unwrap();
-                        let (answer, answered) = oneshot::channel();
-                        tokio::spawn(async move {
-                            let _ = answer.send(());
-                        });
-                        let _ = tokio::time::timeout(Duration::from_secs(30), answered).await;
-                        let writes = writes_so_far().unwrap() - before;
-                        let _ = tokio::io::AsyncWriteExt::write_all(
-                            &mut { stream },
-                            writes.to_string().as_bytes(),
-                        )
-                        .await;
-                    })),
-                }
-            }
-        };
-        let handle = spawn(listener, 1, stopped, serve).unwrap();
+        let (addr, stop, handle) = answering_front(1, || async {
+            let before = writes_so_far().unwrap();
+            let (answer, answered) = oneshot::channel();
+            tokio::spawn(async move {
+                let _ = answer.send(());
+            });
+            let _ = tokio::time::timeout(Duration::from_secs(30), answered).await;
+            (writes_so_far().unwrap() - before).to_string()
+        })
+        .await;
         // The first may come before the thread has ever parked, and so before its runtime took
         // the floor as its next wake.
         served_by(addr).await;

@@ -9,7 +9,7 @@
 //! which lives until the node stops; actors, Raft, the audit writer and everything else stay on
 //! the shared runtime.
 //!
-//! Each thread also keeps a timer pending ([`wake_floor`]): tokio wakes a runtime's driver (an
+//! Each thread also keeps a timer pending (`wake_floor`): tokio wakes a runtime's driver (an
 //! eventfd write, then a turn of its I/O loop that finds nothing) whenever a timer is set to go
 //! off before the runtime's next wake, and with no other timer pending that was every call's
 //! upstream deadline.

@@ -129,12 +129,8 @@ where
 /// write and an empty turn of the I/O loop (0.6 `write` and 0.45 `epoll_wait` a call more, in
 /// `perf stat` of the MCP benchmark). A timer behind the floor is only put in the wheel.
 async fn wake_floor() {
-    // Its first tick a period from now: an interval's immediate first tick would leave the
-    // wheel without a timer until the driver had fired it.
-    let mut floor = tokio::time::interval_at(tokio::time::Instant::now() + WAKE_FLOOR, WAKE_FLOOR);
-    floor.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        floor.tick().await;
+        tokio::time::sleep(WAKE_FLOOR).await;
     }
 }
 

@@ -1,7 +1,7 @@
 //! MCP upstreams over streamable HTTP. Each node keeps one client session per upstream and
 //! reuses it across calls; a session that fails, or whose URL or credential changed, is dropped
 //! and the next attempt opens a new one. Sessions are opened through one pooled HTTP client and
-//! calls posted through a pooled client of the calling thread's, so calls reuse keep-alive
+//! calls posted on keep-alive connections of the calling thread's, so calls reuse
 //! connections instead of opening one each. A call is `tools/call` with
 //! the tool's own name, the arguments, and in `_meta` the skill context, the idempotency key and
 //! the trace context.
@@ -84,13 +84,6 @@ impl Default for Sessions {
             http: client(),
         }
     }
-}
-
-thread_local! {
-    /// The pooled client a thread posts calls through. Each connection is driven by a task on
-    /// the runtime that opened it, so calls made on one of the node's HTTP front threads keep
-    /// to connections of that thread, and no other thread is woken to carry them.
-    static LOCAL_CLIENT: mcp_post::Http = mcp_post::http();
 }
 
 /// The HTTP client MCP sessions speak through: connections kept alive and pooled (rmcp's own
@@ -506,5 +499,5 @@ async fn call_tool(open: &Open, params: &Params<'_>) -> Called {
         headers: &direct.headers,
         in_session: direct.in_session,
     };
-    mcp_post::post(&LOCAL_CLIENT.with(mcp_post::Http::clone), to, &id, body).await
+    mcp_post::post(to, &id, body).await
 }

@@ -3,29 +3,28 @@
 //! is, a `CallToolResult`, instead of as rmcp's `ServerJsonRpcMessage`, whose untagged enums are
 //! tried one variant after another (about 5 us of a call's CPU; README, "The MCP front"). The
 //! request is built once per session (`Direct` in `mcp.rs`), not through rmcp's per-call
-//! request building, and posted through hyper's pooled client rather than reqwest's, whose
-//! layers turned the request's URI back into text and parsed it again on every call (redirect
-//! and retry policies, the URL conversion; about a twentieth of the gateway's CPU per call).
+//! request building, and posted on the calling thread's keep-alive connections (`keep_alive.rs`)
+//! rather than through reqwest, whose layers turned the request's URI back into text and parsed
+//! it again on every call (redirect and retry policies, the URL conversion; about a twentieth of
+//! the gateway's CPU per call).
 
 use super::as_sent;
+use super::keep_alive;
 use super::mcp::Called;
 use crate::error::sentence;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rmcp::model::{CallToolResult, ErrorData, JsonRpcVersion2_0, RequestId};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use sse_stream::SseStream;
 use std::io;
-use std::time::Duration;
 
 /// The most of a JSON answer, or of a call's whole event stream, that is read (rmcp's client
 /// bounds a JSON answer, and each event, by the same).
@@ -34,22 +33,6 @@ pub(super) const MAX_ANSWER: usize = 16 * 1024 * 1024;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// The most of an error body that goes into the failure's message.
 const SHOWN_ERROR_BODY: usize = 512;
-/// How long a pooled connection may sit unused before it is closed.
-const IDLE: Duration = Duration::from_secs(90);
-
-/// The pooled HTTP/1.1 client calls are posted through: keep-alive connections, `TCP_NODELAY`,
-/// plain `http` only (as the sessions' own client, which has no TLS), no redirect followed (it
-/// would carry the credential and the session id elsewhere) and no proxy.
-pub(super) type Http = Client<HttpConnector, Full<Bytes>>;
-
-pub(super) fn http() -> Http {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(IDLE)
-        .build(connector)
-}
 
 /// The `Host` header of requests to `url`, as hyper's client writes it when a request has none:
 /// the host, and the port unless it is the scheme's own. Made once per session and carried in
@@ -76,9 +59,16 @@ pub(super) struct Target<'a> {
     pub in_session: bool,
 }
 
-/// Posts `body` (the JSON-RPC request `id`) and reads what came of it.
-pub(super) async fn post(http: &Http, to: Target<'_>, id: &RequestId, body: Vec<u8>) -> Called {
-    let mut request = Request::post(to.url.clone());
+/// Posts `body` (the JSON-RPC request `id`) on a keep-alive connection of this thread's, and
+/// reads what came of it.
+pub(super) async fn post(to: Target<'_>, id: &RequestId, body: Vec<u8>) -> Called {
+    // Origin-form, as HTTP/1.1 sends a request to a server (the `Host` is in the headers).
+    let path = to
+        .url
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let mut request = Request::post(Uri::from(path));
     if let Some(headers) = request.headers_mut() {
         headers.clone_from(to.headers);
     }
@@ -86,8 +76,12 @@ pub(super) async fn post(http: &Http, to: Target<'_>, id: &RequestId, body: Vec<
         Ok(request) => request,
         Err(e) => return Called::Failed(format!("building the request: {e}")),
     };
-    match http.request(request).await {
-        Ok(response) => read_answer(id, response, to.in_session).await,
+    match keep_alive::send(to.url, request).await {
+        Ok((response, connection)) => {
+            let called = read_answer(id, response, to.in_session).await;
+            keep_alive::keep(connection);
+            called
+        }
         Err(e) => Called::Failed(sentence(&e)),
     }
 }
@@ -344,7 +338,7 @@ mod tests {
             headers,
             in_session: false,
         };
-        post(&http(), to, &id(), b"{}".to_vec()).await
+        post(to, &id(), b"{}".to_vec()).await
     }
 
     #[tokio::test]

@@ -17,6 +17,7 @@ pub mod a2a;
 mod as_sent;
 pub mod builtin;
 mod http;
+mod keep_alive;
 pub(crate) mod mcp;
 mod mcp_post;
 mod resilience;

@@ -4,11 +4,11 @@
 //! thread, and no other thread is woken to carry it.
 //!
 //! hyper_util's pooled client, which calls went through before, kept connections the same way
-//! but paid on every call for what a shared pool needs: a lock, the `(scheme, authority)` key
-//! hashed twice, a checkout racing a lazily built connect, the connection wrapped and unwrapped,
-//! and trace events (about 9 thousand instructions a call; README, "The MCP front"). Here a
-//! thread's idle connections are a short list per upstream, taken from and given back to without
-//! a lock. A request on a connection the upstream closed while it sat idle is made once more on
+//! but paid on every call for what a shared pool needs: the `(scheme, authority)` key hashed
+//! with SipHash about five times, a checkout racing a lazily built connect, the connection
+//! wrapped and unwrapped, and trace events (about 9 thousand instructions a call; README, "The
+//! MCP front"). Here a thread's idle connections are a short list per upstream, behind a lock
+//! that only the thread and its reaper take. A request on a connection the upstream closed while it sat idle is made once more on
 //! a new one when it was never written, as hyper_util's client did.
 
 use bytes::Bytes;
@@ -18,8 +18,8 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use std::cell::RefCell;
 use std::io;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
@@ -51,7 +51,13 @@ struct Pool {
 }
 
 thread_local! {
-    static POOL: RefCell<Pool> = RefCell::default();
+    // Shared with the thread's reaper, which may run on another worker of a multi-threaded
+    // runtime: it sweeps this pool, not the thread-local of wherever it runs.
+    static POOL: Arc<Mutex<Pool>> = Arc::default();
+}
+
+fn lock(pool: &Mutex<Pool>) -> MutexGuard<'_, Pool> {
+    pool.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Sends `request` (origin-form, with its `Host`) to the upstream at `url`, on a connection of
@@ -81,13 +87,17 @@ pub(super) async fn send(
     }
 }
 
-/// Gives a connection whose answer has been read to its end back to this thread's idle ones.
+/// Gives a connection back to this thread's idle ones once its answer has been read. One whose
+/// answer was left unread (an event stream read up to the call's answer) is closed by hyper
+/// unless what is left was already buffered, and is skipped when taken.
 pub(super) fn keep(connection: Connection) {
     if connection.sender.is_closed() {
         return;
     }
     let now = Instant::now();
-    POOL.with_borrow_mut(|pool| {
+    POOL.with(|shared| {
+        let mut pool = lock(shared);
+        let pool = &mut *pool;
         let idle = match pool
             .by_authority
             .iter_mut()
@@ -108,7 +118,7 @@ pub(super) fn keep(connection: Connection) {
         if pool.reaper.as_ref().is_none_or(AbortHandle::is_finished) {
             pool.reaper = tokio::runtime::Handle::try_current()
                 .ok()
-                .map(|runtime| runtime.spawn(reap()).abort_handle());
+                .map(|runtime| runtime.spawn(reap(Arc::downgrade(shared))).abort_handle());
         }
     });
 }
@@ -117,7 +127,8 @@ pub(super) fn keep(connection: Connection) {
 /// request.
 async fn take(authority: &Authority) -> Option<Connection> {
     loop {
-        let mut sender = POOL.with_borrow_mut(|pool| {
+        let mut sender = POOL.with(|pool| {
+            let mut pool = lock(pool);
             let (_, idle) = pool
                 .by_authority
                 .iter_mut()
@@ -167,15 +178,28 @@ async fn open(url: &Uri, authority: Authority) -> Result<Connection, SendError> 
     })
 }
 
-/// Closes the connections of this thread idle longer than [`IDLE`], and ends when none is left.
-async fn reap() {
+/// Closes the connections of `pool` idle longer than [`IDLE`], and ends when none is left.
+async fn reap(pool: Weak<Mutex<Pool>>) {
     loop {
         tokio::time::sleep(IDLE / 2).await;
-        let left = POOL.with_borrow_mut(|pool| pool.sweep(Instant::now()));
-        if left == 0 {
+        if !sweep(&pool, Instant::now()) {
             return;
         }
     }
+}
+
+/// Sweeps `pool` as at `now`; whether its reaper goes on (connections are left). A reaper that
+/// ends says so under the lock, so the next connection kept starts another.
+fn sweep(pool: &Weak<Mutex<Pool>>, now: Instant) -> bool {
+    let Some(pool) = pool.upgrade() else {
+        return false;
+    };
+    let mut pool = lock(&pool);
+    if pool.sweep(now) > 0 {
+        return true;
+    }
+    pool.reaper = None;
+    false
 }
 
 impl Pool {
@@ -325,8 +349,9 @@ mod tests {
         let authority = url.authority().unwrap().clone();
         assert!(!exchange(&url).await);
         until("the kept connection is seen closed", || {
-            POOL.with_borrow(|pool| {
-                pool.by_authority
+            POOL.with(|pool| {
+                lock(pool)
+                    .by_authority
                     .iter()
                     .filter(|(kept, _)| *kept == authority)
                     .flat_map(|(_, idle)| idle)
@@ -339,18 +364,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn connections_idle_too_long_are_closed() {
+    async fn connections_idle_too_long_are_closed_by_a_sweep_from_any_thread() {
         let (url, seen) = upstream().await;
         exchange(&url).await;
-        let left = POOL.with_borrow_mut(|pool| pool.sweep(Instant::now() + IDLE / 2));
-        assert_eq!(left, 1, "a connection idle for less than the limit stays");
-        let left = POOL.with_borrow_mut(|pool| pool.sweep(Instant::now() + IDLE));
-        assert_eq!(left, 0);
+        let pool = POOL.with(Arc::downgrade);
+        // The reaper may run on another worker than the thread whose connections it sweeps.
+        let elsewhere = |now: Instant| {
+            let pool = pool.clone();
+            std::thread::spawn(move || sweep(&pool, now))
+                .join()
+                .unwrap()
+        };
+        assert!(
+            elsewhere(Instant::now() + IDLE / 2),
+            "a connection idle for less than the limit stays"
+        );
+        assert!(!elsewhere(Instant::now() + IDLE), "nothing is left");
         until("the upstream sees the connection end", || {
             seen.ended.load(Ordering::SeqCst) == 1
         })
         .await;
+        assert!(
+            POOL.with(|pool| lock(pool).reaper.is_none()),
+            "a reaper that found nothing left is gone, so the next kept connection starts one"
+        );
         assert!(!exchange(&url).await, "the next request opens a new one");
+        assert!(POOL.with(|pool| lock(pool).reaper.is_some()));
     }
 
     #[tokio::test]

@@ -34,13 +34,22 @@ pub struct Envelope {
 
 impl Envelope {
     fn base(call: &NewCall, state: CallState) -> Envelope {
+        Envelope::base_in(
+            call,
+            state,
+            trace_id(&call.id, call.trace_parent.as_deref()),
+        )
+    }
+
+    /// [`Envelope::base`] with the call's trace id (see [`trace_id`]) already in hand.
+    fn base_in(call: &NewCall, state: CallState, trace_id: String) -> Envelope {
         Envelope {
             call_id: call.id.0.clone(),
             tenant: call.tenant.clone(),
             tool: call.tool.clone(),
             effective_mode: call.effective_mode,
             policy_decision_id: call.policy_decision_id.clone(),
-            trace_id: trace_id(&call.id, call.trace_parent.as_deref()),
+            trace_id,
             state,
             result_json: None,
             fresh_result: false,
@@ -55,23 +64,35 @@ impl Envelope {
 
     /// The envelope of a call that ran at once.
     pub fn ran_now(call: &NewCall, result: Result<ToolOutput, ExecError>) -> Envelope {
+        let trace_id = trace_id(&call.id, call.trace_parent.as_deref());
+        Envelope::ran_now_in(call, result, trace_id)
+    }
+
+    /// [`Envelope::ran_now`] with the call's trace id (see [`trace_id`]) already in hand: the
+    /// pipeline has it from the execution's audit entry, and reading it again from the call's
+    /// `traceparent` cost a parse and a hex encoding on every call.
+    pub fn ran_now_in(
+        call: &NewCall,
+        result: Result<ToolOutput, ExecError>,
+        trace_id: String,
+    ) -> Envelope {
         match result {
             Ok(out) if !out.is_error => Envelope {
                 result_json: Some(out.result_json),
                 fresh_result: true,
-                ..Envelope::base(call, CallState::Succeeded)
+                ..Envelope::base_in(call, CallState::Succeeded, trace_id)
             },
             Ok(out) => Envelope {
                 result_json: Some(out.result_json),
                 fresh_result: true,
                 is_error: true,
                 error: Some("the tool reported an error".into()),
-                ..Envelope::base(call, CallState::Failed)
+                ..Envelope::base_in(call, CallState::Failed, trace_id)
             },
             Err(e) => Envelope {
                 is_error: true,
                 error: Some(e.message),
-                ..Envelope::base(call, CallState::Failed)
+                ..Envelope::base_in(call, CallState::Failed, trace_id)
             },
         }
     }

@@ -2,7 +2,7 @@
 //! the node's own spans exported in batches over OTLP/gRPC. Without an endpoint no exporter is
 //! built and no export thread runs.
 
-use super::quiet::stderr_logs;
+use super::quiet::{stderr_logs, stderr_logs_alone};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{ExporterBuildError, WithExportConfig};
@@ -51,22 +51,33 @@ impl Telemetry {
         otlp: Option<&OtlpSettings>,
         node_id: u64,
     ) -> Result<Telemetry, ExporterBuildError> {
-        let logs = stderr_logs("info,openraft=warn");
+        let levels = "info,openraft=warn";
         let provider = otlp.map(|s| provider(s, node_id)).transpose()?;
-        // Only the gateway's own spans: a library's (hyper's, h2's, the exporter's own) would
-        // be noise at best and, for the exporter's requests, a loop.
-        let spans = provider.as_ref().map(|p| {
-            tracing_opentelemetry::layer()
-                .with_tracer(p.tracer("gatehouse"))
-                .with_filter(
-                    Targets::new().with_targets(SPAN_CRATES.map(|c| (c, LevelFilter::INFO))),
-                )
-        });
         // A second install (a test that already set one) keeps the first.
-        let _ = tracing_subscriber::registry()
-            .with(logs)
-            .with(spans)
-            .try_init();
+        match &provider {
+            // Only the gateway's own spans: a library's (hyper's, h2's, the exporter's own)
+            // would be noise at best and, for the exporter's requests, a loop. The log and the
+            // exporter see different spans, so each layer has a filter of its own.
+            Some(p) => {
+                let spans = tracing_opentelemetry::layer()
+                    .with_tracer(p.tracer("gatehouse"))
+                    .with_filter(
+                        Targets::new().with_targets(SPAN_CRATES.map(|c| (c, LevelFilter::INFO))),
+                    );
+                let _ = tracing_subscriber::registry()
+                    .with(stderr_logs(levels))
+                    .with(spans)
+                    .try_init();
+            }
+            // Not an absent exporter layer beside the log's: a layer's own filter and an
+            // absent layer each cost the hot path (the absent one lets every library's debug
+            // event be built, to be dropped by the log's filter).
+            None => {
+                let _ = tracing_subscriber::registry()
+                    .with(stderr_logs_alone(levels))
+                    .try_init();
+            }
+        }
         Ok(Telemetry { provider })
     }
 

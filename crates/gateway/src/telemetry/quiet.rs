@@ -49,29 +49,59 @@ const PER_RPC_FAILURE: [(&str, Level, &str); 8] = [
     ),
 ];
 
-/// Logs to stderr at `RUST_LOG`'s levels, or else at `default_levels` without openraft's lines
-/// for each failed RPC to a peer (the network says an outage once:
-/// `gatehouse_cluster::net::Reachability`). Colour only for a person at a terminal: a file or
-/// a journal gets plain text.
+/// The levels to log at: `RUST_LOG`'s, or else `default_levels` without openraft's lines for
+/// each failed RPC to a peer (the network says an outage once:
+/// `gatehouse_cluster::net::Reachability`).
+fn levels(default_levels: &str) -> (EnvFilter, Option<OpenraftRpcFailures>) {
+    match EnvFilter::try_from_default_env() {
+        Ok(levels) => (levels, None),
+        Err(_) => (EnvFilter::new(default_levels), Some(OpenraftRpcFailures)),
+    }
+}
+
+/// Log lines on stderr. Colour only for a person at a terminal: a file or a journal gets plain
+/// text.
+fn stderr_lines<S>() -> impl Layer<S> + Send + Sync
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+}
+
+/// Logs to stderr at [`levels`], filtered for this layer alone: for a subscriber with another
+/// layer (the OTLP exporter's) that sees other spans than the log.
 pub(super) fn stderr_logs<S>(default_levels: &str) -> impl Layer<S> + Send + Sync
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let (levels, quiet) = match EnvFilter::try_from_default_env() {
-        Ok(levels) => (levels, None),
-        Err(_) => (EnvFilter::new(default_levels), Some(OpenraftRpcFailures)),
-    };
-    fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(levels.and(quiet))
+    let (levels, quiet) = levels(default_levels);
+    stderr_lines().with_filter(levels.and(quiet))
+}
+
+/// Logs to stderr at [`levels`], filtered for the whole subscriber: for a subscriber whose only
+/// output is the log. A filter of one layer is asked again on every enter, exit, record and
+/// close of every span it let through, a look-up of the span each time, and beside an absent
+/// layer it let every library's debug event be built and dispatched to be dropped: together
+/// about 12 thousand instructions of a read-only call's 170 (`scripts/bench-mcp-instructions`,
+/// without SHA-256). A global filter decides once per callsite, and once per span when it is
+/// made.
+pub(super) fn stderr_logs_alone<S>(default_levels: &str) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    match levels(default_levels) {
+        (levels, Some(quiet)) => Box::new(levels.and_then(quiet).and_then(stderr_lines())),
+        (levels, None) => Box::new(levels.and_then(stderr_lines())),
+    }
 }
 
 /// A process that hosts nodes without being one (the benchmarks) logs as a node does, at
 /// `default_levels` unless `RUST_LOG` says otherwise. A subscriber installed earlier is kept.
 pub fn install_stderr_logs(default_levels: &str) {
     let _ = tracing_subscriber::registry()
-        .with(stderr_logs(default_levels))
+        .with(stderr_logs_alone(default_levels))
         .try_init();
 }
 
@@ -85,6 +115,14 @@ impl<S: Subscriber> Filter<S> for OpenraftRpcFailures {
     }
 
     fn event_enabled(&self, event: &Event<'_>, _cx: &Context<'_, S>) -> bool {
+        !is_per_rpc_failure(event)
+    }
+}
+
+/// As a layer of the subscriber (beside a global [`EnvFilter`]): drops the same lines for
+/// every layer.
+impl<S: Subscriber> Layer<S> for OpenraftRpcFailures {
+    fn event_enabled(&self, event: &Event<'_>, _cx: Context<'_, S>) -> bool {
         !is_per_rpc_failure(event)
     }
 }
@@ -140,31 +178,76 @@ mod tests {
         }
     }
 
-    /// What the filtered log printed while `emit` ran.
-    fn printed(emit: impl FnOnce()) -> String {
+    /// What the log printed while `emit` ran, with the filter on the log's layer alone
+    /// (`global` false) or on the whole subscriber, as a node without an exporter has it.
+    fn printed_by(global: bool, emit: impl FnOnce()) -> String {
         let lines = Lines::default();
         let out = lines.clone();
         let layer = fmt::layer()
             .with_writer(move || out.clone())
-            .with_ansi(false)
-            .with_filter(OpenraftRpcFailures);
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+            .with_ansi(false);
+        if global {
+            let stack = EnvFilter::new("info")
+                .and_then(OpenraftRpcFailures)
+                .and_then(layer);
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(stack), emit);
+        } else {
+            let layer = layer.with_filter(OpenraftRpcFailures);
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+        }
         String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    }
+
+    fn printed(emit: impl FnOnce()) -> String {
+        printed_by(false, emit)
     }
 
     #[test]
     fn the_per_rpc_failure_lines_are_dropped() {
-        let log = printed(|| {
-            tracing::error!(target: "openraft::replication", err = "timeout after 200ms", "RPCError");
-            tracing::warn!(target: "openraft::replication", error = "deadline has elapsed", "error replication to target={}", 3);
-            tracing::warn!(target: "openraft::replication", interval = ?Duration::from_millis(50), "{} backoff mode: drain events without processing them", "backoff_drain_events");
-            tracing::warn!(target: "openraft::engine::handler::replication_handler", result = "unreachable", "update progress error");
-            tracing::warn!(target: "openraft::engine::handler::replication_handler", "heartbeat error: {}, no update to inflight data", "unreachable");
-            tracing::error!(target: "openraft::core::raft_core", error = "unreachable", target = 2, "while requesting vote");
-            tracing::warn!(target: "openraft::core::raft_core", "A message will be ignored because vote changed: msg sent by vote: {}; current my vote: {}; when ({})", "T1-N1", "T2-N2", "VoteResponse");
-            tracing::warn!(target: "openraft::core::raft_core", "membership_log_id changed: msg sent by: {}; curr: {}; ignore when ({})", "T1-N1-6", "T1-N1-7", "UpdateReplicationMatched");
+        for global in [false, true] {
+            let log = printed_by(global, per_rpc_failures);
+            assert_eq!(log, "", "global {global} printed: {log}");
+        }
+    }
+
+    #[test]
+    fn with_the_filter_on_the_whole_subscriber_an_event_below_its_level_is_never_built() {
+        let built = std::cell::Cell::new(0);
+        let count = || {
+            built.set(built.get() + 1);
+            "shown"
+        };
+        let log = printed_by(true, || {
+            for _ in 0..3 {
+                tracing::debug!(target: "hyper_util::client", url = %count(), "below the level");
+                tracing::info!(target: "gatehouse_gateway", url = %count(), "at the level");
+            }
         });
-        assert_eq!(log, "", "printed: {log}");
+        assert_eq!(built.get(), 3, "only the info events' fields were built");
+        assert_eq!(log.lines().count(), 3, "{log}");
+        assert!(!log.contains("below the level"), "{log}");
+    }
+
+    #[test]
+    fn with_the_filter_on_the_whole_subscriber_a_spans_fields_still_reach_its_lines() {
+        let log = printed_by(true, || {
+            let span = tracing::info_span!("call", tenant = tracing::field::Empty);
+            span.record("tenant", "acme");
+            span.in_scope(|| tracing::warn!("inside the call"));
+        });
+        assert!(log.contains(r#"call{tenant="acme"}"#), "{log}");
+        assert!(log.contains("inside the call"), "{log}");
+    }
+
+    fn per_rpc_failures() {
+        tracing::error!(target: "openraft::replication", err = "timeout after 200ms", "RPCError");
+        tracing::warn!(target: "openraft::replication", error = "deadline has elapsed", "error replication to target={}", 3);
+        tracing::warn!(target: "openraft::replication", interval = ?Duration::from_millis(50), "{} backoff mode: drain events without processing them", "backoff_drain_events");
+        tracing::warn!(target: "openraft::engine::handler::replication_handler", result = "unreachable", "update progress error");
+        tracing::warn!(target: "openraft::engine::handler::replication_handler", "heartbeat error: {}, no update to inflight data", "unreachable");
+        tracing::error!(target: "openraft::core::raft_core", error = "unreachable", target = 2, "while requesting vote");
+        tracing::warn!(target: "openraft::core::raft_core", "A message will be ignored because vote changed: msg sent by vote: {}; current my vote: {}; when ({})", "T1-N1", "T2-N2", "VoteResponse");
+        tracing::warn!(target: "openraft::core::raft_core", "membership_log_id changed: msg sent by: {}; curr: {}; ignore when ({})", "T1-N1-6", "T1-N1-7", "UpdateReplicationMatched");
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl NodeExecutor {
         let binding = registry
             .tool(tenant, tool)
             .and_then(|(spec, _)| spec.http.clone());
-        Some((key.to_string(), spec, binding))
+        Some((key.text(), spec, binding))
     }
 }
 

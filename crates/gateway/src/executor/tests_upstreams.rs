@@ -173,6 +173,16 @@ async fn scripted_upstream_keeping(events: Vec<&'static str>, bodies: Bodies) ->
             }
         }
     };
+    serve_mcp(answer).await
+}
+
+/// Serves `answer` for POSTs to `/mcp` on 127.0.0.1 (GET refused, DELETE accepted), as a
+/// hand-written MCP upstream; its address.
+async fn serve_mcp<H, T>(answer: H) -> SocketAddr
+where
+    H: axum::handler::Handler<T, ()>,
+    T: 'static,
+{
     let router = Router::new().route(
         "/mcp",
         axum::routing::post(answer)
@@ -559,4 +569,98 @@ async fn the_breaker_fails_fast_after_consecutive_failures_and_recovers_after_co
         .await
         .unwrap();
     assert!(!out.is_error);
+}
+
+/// A hostile MCP upstream: `initialize` is answered, and every `tools/call` gets an event
+/// stream that never ends and never answers, a ping and a notification every 20 ms. Counts the
+/// calls it took and the streams that ended because their connection went away.
+async fn endless_stream_upstream(calls: Arc<AtomicUsize>, ended: Arc<AtomicUsize>) -> SocketAddr {
+    /// Counts the stream as ended when axum drops it: its connection is gone.
+    struct Ends(Arc<AtomicUsize>);
+    impl Drop for Ends {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let answer = move |request: Request| {
+        let (calls, ended) = (calls.clone(), ended.clone());
+        async move {
+            let body = axum::body::to_bytes(request.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let id = message["id"].clone();
+            match message["method"].as_str() {
+                Some("initialize") => axum::response::Response::builder()
+                    .header("content-type", "application/json")
+                    .header("mcp-session-id", "s1")
+                    .body(axum::body::Body::from(
+                        json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "protocolVersion": "2025-11-25",
+                            "capabilities": {"tools": {}},
+                            "serverInfo": {"name": "endless", "version": "0"},
+                        }})
+                        .to_string(),
+                    ))
+                    .unwrap(),
+                Some("tools/call") => {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let events = futures::stream::unfold(Ends(ended), |ends| async move {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        let event = ": ping\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\
+                                     \"notifications/progress\",\"params\":{}}\n\n";
+                        Some((Ok::<_, std::convert::Infallible>(event), ends))
+                    });
+                    axum::response::Response::builder()
+                        .header("content-type", "text/event-stream")
+                        .header("mcp-session-id", "s1")
+                        .body(axum::body::Body::from_stream(events))
+                        .unwrap()
+                }
+                _ => axum::response::Response::builder()
+                    .status(StatusCode::ACCEPTED)
+                    .header("mcp-session-id", "s1")
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+            }
+        }
+    };
+    serve_mcp(answer).await
+}
+
+#[tokio::test]
+async fn an_upstream_stream_that_never_answers_ends_at_the_timeout_and_its_connection_is_closed() {
+    let (calls, ended) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let addr = endless_stream_upstream(calls.clone(), ended.clone()).await;
+    let executor = node_executor(registry(&mcp_upstream(
+        addr,
+        "trusted: true, timeoutMs: 300",
+    )));
+    for round in 1..=2 {
+        let started = Instant::now();
+        let err = executor
+            .execute(execution("acme", "kb.echo", json!({})))
+            .await
+            .unwrap_err();
+        let took = started.elapsed();
+        assert!(err.message.contains("did not answer within"), "{err}");
+        // The upstream's pings and notifications keep coming: only the deadline ends the call.
+        assert!(took >= Duration::from_millis(300), "ended after {took:?}");
+        assert!(took < Duration::from_secs(5), "held for {took:?}");
+        // The connection that carried the stream is closed, not kept for the next call (where
+        // the rest of the stream would be read as its answer): the upstream sees its stream
+        // end once for every call it took.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ended.load(Ordering::SeqCst) < calls.load(Ordering::SeqCst)
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let taken = calls.load(Ordering::SeqCst);
+        assert!(
+            taken >= round,
+            "round {round}: {taken} calls reached the upstream"
+        );
+        assert_eq!(ended.load(Ordering::SeqCst), taken, "round {round}");
+    }
 }

@@ -242,11 +242,17 @@ mod tests {
         ended: AtomicUsize,
     }
 
+    /// A listener on a loopback port, and the `/mcp` URL of it under `scheme`.
+    async fn listening(scheme: &str) -> (tokio::net::TcpListener, Uri) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("{scheme}://{}/mcp", listener.local_addr().unwrap());
+        (listener, url.parse().unwrap())
+    }
+
     /// An HTTP/1.1 upstream on a loopback port answering every request with `{}`, keeping
     /// connections alive; its URL and what it has seen.
     async fn upstream() -> (Uri, Arc<Seen>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let (listener, url) = listening("http").await;
         let seen = Arc::new(Seen::default());
         let counted = seen.clone();
         tokio::spawn(async move {
@@ -265,7 +271,7 @@ mod tests {
                 });
             }
         });
-        (url.parse().unwrap(), seen)
+        (url, seen)
     }
 
     fn request(url: &Uri) -> Request<Full<Bytes>> {
@@ -322,10 +328,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_upstream_closed_is_not_taken_again() {
         // Answers one request per connection, then closes it without saying so.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, url) = listening("http").await;
         let accepted = Arc::new(AtomicUsize::new(0));
         let counted = accepted.clone();
         tokio::spawn(async move {
@@ -394,10 +397,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_https_upstream_is_never_sent_a_request_in_clear_text() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("https://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, url) = listening("https").await;
         let refused = send(&url, request(&url)).await.err();
         assert!(matches!(refused, Some(SendError::NotHttp)), "{refused:?}");
         let nothing = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;

@@ -249,6 +249,18 @@ pub fn toolset_entry(caller: &Caller, tenant: &str, toolset: &str, write_tools: 
 /// (none for a call run at once), its argument hash and who it is for. `spec` is the call as
 /// proposed, when this node has it.
 pub fn execution_entry(execution: &Execution, spec: Option<&NewCall>) -> Entry {
+    let trace_id = super::trace_id(&execution.call_id, execution.trace_parent.as_deref());
+    execution_entry_in(execution, spec, trace_id)
+}
+
+/// [`execution_entry`] with the call's trace id (see [`super::trace_id`]) already in hand: a
+/// call run at once gives the same to its envelope, and reading it again from the call's
+/// `traceparent` cost a parse and a hex encoding on every call.
+pub fn execution_entry_in(
+    execution: &Execution,
+    spec: Option<&NewCall>,
+    trace_id: String,
+) -> Entry {
     Entry {
         kind: Kind::ToolCall,
         tenant: Some(execution.tenant.clone()),
@@ -269,10 +281,7 @@ pub fn execution_entry(execution: &Execution, spec: Option<&NewCall>) -> Entry {
             |c| c.args_sha256.clone(),
         )),
         outcome: STARTED.to_owned(),
-        trace_id: Some(super::trace_id(
-            &execution.call_id,
-            execution.trace_parent.as_deref(),
-        )),
+        trace_id: Some(trace_id),
         ..Entry::default()
     }
 }

@@ -69,8 +69,7 @@ impl Envelope {
     }
 
     /// [`Envelope::ran_now`] with the call's trace id (see [`trace_id`]) already in hand: the
-    /// pipeline has it from the execution's audit entry, and reading it again from the call's
-    /// `traceparent` cost a parse and a hex encoding on every call.
+    /// pipeline reads it once for the execution's audit entry and the envelope.
     pub fn ran_now_in(
         call: &NewCall,
         result: Result<ToolOutput, ExecError>,

@@ -511,16 +511,16 @@ impl Pipeline {
         };
         // Queued, not synced: this path never waits for the disk. A log that takes no entry
         // means no request.
-        let entry = audit::execution_entry(&execution, Some(&call));
-        let trace_id = entry.trace_id.clone();
+        let trace_id = trace_id(&call.id, call.trace_parent.as_deref());
         self.audit
-            .record(entry)
+            .record(audit::execution_entry_in(
+                &execution,
+                Some(&call),
+                trace_id.clone(),
+            ))
             .map_err(|e| audit::unavailable(&e))?;
         let result = self.executor.execute(execution).await;
-        Ok(match trace_id {
-            Some(trace_id) => Envelope::ran_now_in(&call, result, trace_id),
-            None => Envelope::ran_now(&call, result),
-        })
+        Ok(Envelope::ran_now_in(&call, result, trace_id))
     }
 
     /// Proposes a call through Raft and answers with its record as this node now has it: the

@@ -77,23 +77,51 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     let (levels, quiet) = levels(default_levels);
-    stderr_lines().with_filter(levels.and(quiet))
+    filtered_alone(levels, quiet, stderr_lines())
 }
 
 /// Logs to stderr at [`levels`], filtered for the whole subscriber: for a subscriber whose only
-/// output is the log. A filter of one layer is asked again on every enter, exit, record and
-/// close of every span it let through, a look-up of the span each time, and beside an absent
-/// layer it let every library's debug event be built and dispatched to be dropped: together
-/// about 12 thousand instructions of a read-only call's 170 (`scripts/bench-mcp-instructions`,
-/// without SHA-256). A global filter decides once per callsite, and once per span when it is
-/// made.
+/// output is the log (see [`filtering_all`]).
 pub(super) fn stderr_logs_alone<S>(default_levels: &str) -> Box<dyn Layer<S> + Send + Sync>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
-    match levels(default_levels) {
-        (levels, Some(quiet)) => Box::new(levels.and_then(quiet).and_then(stderr_lines())),
-        (levels, None) => Box::new(levels.and_then(stderr_lines())),
+    let (levels, quiet) = levels(default_levels);
+    filtering_all(levels, quiet, stderr_lines())
+}
+
+/// `lines` with `levels` and `quiet` as a filter of its own.
+fn filtered_alone<S, L>(
+    levels: EnvFilter,
+    quiet: Option<OpenraftRpcFailures>,
+    lines: L,
+) -> impl Layer<S> + Send + Sync
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    L: Layer<S> + Send + Sync,
+{
+    lines.with_filter(levels.and(quiet))
+}
+
+/// `lines` behind `levels` and `quiet` as layers, which filter for every layer of the
+/// subscriber. A filter of one layer is asked again on every enter, exit, record and close of
+/// every span it let through, a look-up of the span each time, and beside an absent layer it
+/// let every library's debug event be built and dispatched to be dropped: together about 12
+/// thousand instructions of a read-only call's 170 (`scripts/bench-mcp-instructions`, without
+/// SHA-256). A filter of the subscriber decides once per callsite, and once per span when it
+/// is made.
+fn filtering_all<S, L>(
+    levels: EnvFilter,
+    quiet: Option<OpenraftRpcFailures>,
+    lines: L,
+) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    L: Layer<S> + Send + Sync,
+{
+    match quiet {
+        Some(quiet) => Box::new(levels.and_then(quiet).and_then(lines)),
+        None => Box::new(levels.and_then(lines)),
     }
 }
 
@@ -162,8 +190,8 @@ mod tests {
     use std::io::Write;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
+    use tracing_subscriber::fmt;
     use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::{Layer, fmt};
 
     #[derive(Clone, Default)]
     struct Lines(Arc<Mutex<Vec<u8>>>);
@@ -178,28 +206,24 @@ mod tests {
         }
     }
 
-    /// What the log printed while `emit` ran, with the filter on the log's layer alone
-    /// (`global` false) or on the whole subscriber, as a node without an exporter has it.
+    /// What the log printed at `info` while `emit` ran, built as a node builds it: with the
+    /// filter on the log's layer alone, as beside an exporter (`global` false), or on the whole
+    /// subscriber, as without one.
     fn printed_by(global: bool, emit: impl FnOnce()) -> String {
         let lines = Lines::default();
         let out = lines.clone();
         let layer = fmt::layer()
             .with_writer(move || out.clone())
             .with_ansi(false);
+        let (levels, quiet) = (EnvFilter::new("info"), Some(OpenraftRpcFailures));
         if global {
-            let stack = EnvFilter::new("info")
-                .and_then(OpenraftRpcFailures)
-                .and_then(layer);
-            tracing::subscriber::with_default(tracing_subscriber::registry().with(stack), emit);
+            let logs = filtering_all(levels, quiet, layer);
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(logs), emit);
         } else {
-            let layer = layer.with_filter(OpenraftRpcFailures);
-            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+            let logs = filtered_alone(levels, quiet, layer);
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(logs), emit);
         }
         String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
-    }
-
-    fn printed(emit: impl FnOnce()) -> String {
-        printed_by(false, emit)
     }
 
     #[test]
@@ -252,16 +276,18 @@ mod tests {
 
     #[test]
     fn storage_errors_and_other_lines_pass() {
-        let log = printed(|| {
-            tracing::error!(target: "openraft::replication", error = "disk full", "error replication to target={}", 3);
-            tracing::error!(target: "openraft::core::raft_core", error = "disk full", "quit RaftCore::main on error");
-            tracing::warn!(target: "gatehouse_cluster::net", "peer 3 has not answered Raft for 2s");
-            tracing::error!(target: "gatehouse_node", "RPCError in our own words");
-        });
-        assert!(log.contains("disk full"), "{log}");
-        assert!(log.contains("quit RaftCore::main on error"), "{log}");
-        assert!(log.contains("peer 3 has not answered Raft"), "{log}");
-        assert!(log.contains("RPCError in our own words"), "{log}");
-        assert_eq!(log.lines().count(), 4, "{log}");
+        for global in [false, true] {
+            let log = printed_by(global, || {
+                tracing::error!(target: "openraft::replication", error = "disk full", "error replication to target={}", 3);
+                tracing::error!(target: "openraft::core::raft_core", error = "disk full", "quit RaftCore::main on error");
+                tracing::warn!(target: "gatehouse_cluster::net", "peer 3 has not answered Raft for 2s");
+                tracing::error!(target: "gatehouse_node", "RPCError in our own words");
+            });
+            assert!(log.contains("disk full"), "{log}");
+            assert!(log.contains("quit RaftCore::main on error"), "{log}");
+            assert!(log.contains("peer 3 has not answered Raft"), "{log}");
+            assert!(log.contains("RPCError in our own words"), "{log}");
+            assert_eq!(log.lines().count(), 4, "global {global}: {log}");
+        }
     }
 }

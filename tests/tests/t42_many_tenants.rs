@@ -27,7 +27,14 @@ fn tenants_created_in_bulk_are_all_placed_and_start_no_actor_until_used() -> any
     let before = active(&cluster);
 
     let names: Vec<String> = (0..TENANTS).map(|i| format!("bulk-{i:04}")).collect();
-    let admin = cluster.admin(leader);
+    // Through a follower: the leader's batcher places the tenants its own batches create in
+    // the same entry (t43), and these are for the reviews to find.
+    let follower = cluster
+        .running()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let admin = cluster.admin(follower);
     cluster.block_on(admin.apply(names.iter().map(|n| tenant(n)).collect()))?;
     cluster.wait_all_placed(SHORT)?;
     for id in cluster.running() {

@@ -4,10 +4,12 @@
 use crate::clock::now_ms;
 use crate::context::NodeContext;
 use crate::placement::{TenantView, next_step};
+use crate::ports::NewTenantPlacer;
 use gatehouse_registry::call::{CallState, NodeId};
 use gatehouse_registry::{Command, Registry};
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::watch;
 
 /// Most placement steps one review proposes: a bulk load of tenants is placed over several
@@ -17,23 +19,31 @@ const STEPS_PER_REVIEW: usize = 1024;
 pub(crate) async fn lead(context: Arc<NodeContext>, mut stop: watch::Receiver<bool>) {
     let mut review = tokio::time::interval(context.settings.review_every);
     let mut last_purge = now_ms();
-    let mut leader_since: Option<std::time::Instant> = None;
+    let mut leader_since: Option<Instant> = None;
     let mut last_view: Option<VoterView> = None;
     loop {
         tokio::select! {
             _ = review.tick() => {}
-            _ = stop.changed() => return,
+            _ = stop.changed() => {
+                context.cluster.place_new_tenants(None);
+                return;
+            }
         }
         if !context.cluster.is_leader() {
-            leader_since = None;
+            if leader_since.take().is_some() {
+                context.cluster.place_new_tenants(None);
+            }
             last_view = None;
             continue;
         }
-        // A new leader has heard only from the voters that answered its election; it gives the
-        // others one full window before it calls anyone unreachable.
-        let since = *leader_since.get_or_insert_with(std::time::Instant::now);
-        let settled = since.elapsed() >= context.settings.home_unreachable_after;
-        let view = voter_view(&context, settled);
+        let since = *leader_since.get_or_insert_with(|| {
+            let now = Instant::now();
+            context
+                .cluster
+                .place_new_tenants(Some(new_tenant_placer(&context, now)));
+            now
+        });
+        let view = voter_view(&context, settled(&context, since));
         let changed = last_view.as_ref() != Some(&view);
         let (steps, looked_at_all) = placement_steps(&context, &view, changed);
         // Proposed together, so the node's batcher writes them as few log entries.
@@ -85,6 +95,40 @@ fn voter_view(context: &NodeContext, settled: bool) -> VoterView {
         learners,
         reachable,
     }
+}
+
+/// A new leader has heard only from the voters that answered its election; it gives the others
+/// one full window before it calls anyone unreachable.
+fn settled(context: &NodeContext, leader_since: Instant) -> bool {
+    leader_since.elapsed() >= context.settings.home_unreachable_after
+}
+
+/// How this leader places the tenants a batch of its node creates: the steps a review would
+/// take for them, under the voters and reachability of the moment. A tenant created here is
+/// then placed in the entry that creates it, rather than up to a review later by an entry of
+/// its own (under the cluster benchmark, a tenant per write, those reviews were the largest
+/// work beside the writes). It holds the context weakly: the cluster handle holds the placer.
+fn new_tenant_placer(context: &Arc<NodeContext>, leader_since: Instant) -> NewTenantPlacer {
+    let context = Arc::downgrade(context);
+    Arc::new(move |tenants: &[&str]| {
+        let Some(context) = context.upgrade() else {
+            return Vec::new();
+        };
+        let view = voter_view(&context, settled(&context, leader_since));
+        tenants
+            .iter()
+            .filter_map(|tenant| {
+                let unplaced = TenantView {
+                    tenant,
+                    placement: None,
+                    busy: false,
+                };
+                next_step(unplaced, &view.voters, &view.learners, |node| {
+                    view.reachable.contains(&node)
+                })
+            })
+            .collect()
+    })
 }
 
 /// The next step for every tenant that may need one, at most [`STEPS_PER_REVIEW`]: tenants with

@@ -24,7 +24,9 @@ pub use clock::now_ms;
 pub use context::ActorSettings;
 pub use handle::{TenantHandle, TenantMsg};
 pub use outcome::outcome_of;
-pub use ports::{ClusterPort, ExecError, Execution, Executor, ProposeError, ToolOutput};
+pub use ports::{
+    ClusterPort, ExecError, Execution, Executor, NewTenantPlacer, ProposeError, ToolOutput,
+};
 pub use supervisor::Health;
 
 use context::{Faults, NodeContext};

@@ -4,6 +4,7 @@
 use futures::future::BoxFuture;
 use gatehouse_registry::call::{CallId, NodeId};
 use gatehouse_registry::{Command, Response};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Why a proposal did not commit.
@@ -16,6 +17,11 @@ pub enum ProposeError {
     #[error("unavailable: {0}")]
     Unavailable(String),
 }
+
+/// The leader's first placement steps for tenants that do not exist yet (nor have a placement
+/// record), given their names: what the node's batcher writes in the log entry of the puts that
+/// create them ([`ClusterPort::place_new_tenants`]).
+pub type NewTenantPlacer = Arc<dyn Fn(&[&str]) -> Vec<Command> + Send + Sync>;
 
 /// The node's view of the cluster.
 pub trait ClusterPort: Send + Sync + 'static {
@@ -34,6 +40,10 @@ pub trait ClusterPort: Send + Sync + 'static {
     }
     /// Whether `node` answered this node within `window` (always true for this node itself).
     fn reachable(&self, node: NodeId, window: Duration) -> bool;
+    /// While this node leads, `placer` places each tenant that a batch of this node's proposals
+    /// creates, in the same log entry; `None` once it stops leading. A port that drops it
+    /// leaves new tenants to the leader's next review.
+    fn place_new_tenants(&self, placer: Option<NewTenantPlacer>);
 }
 
 /// One execution of a call, as an executor sees it.

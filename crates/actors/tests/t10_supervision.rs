@@ -4,8 +4,8 @@
 
 use futures::future::BoxFuture;
 use gatehouse_actors::{
-    ActorSettings, Actors, ClusterPort, ExecError, Execution, Executor, Health, ProposeError,
-    ToolOutput,
+    ActorSettings, Actors, ClusterPort, ExecError, Execution, Executor, Health, NewTenantPlacer,
+    ProposeError, ToolOutput,
 };
 use gatehouse_raft_store::{AppliedEntry, SharedRegistry};
 use gatehouse_registry::call::{CallId, CallState, NodeId};
@@ -74,6 +74,7 @@ impl ClusterPort for Port {
     fn reachable(&self, _: NodeId, _: Duration) -> bool {
         true
     }
+    fn place_new_tenants(&self, _: Option<NewTenantPlacer>) {}
 }
 
 /// Counts invocations per call: what the upstream would see.

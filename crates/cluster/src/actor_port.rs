@@ -2,7 +2,7 @@
 
 use crate::cluster::{Cluster, WriteError};
 use futures::future::BoxFuture;
-use gatehouse_actors::{ClusterPort, ProposeError};
+use gatehouse_actors::{ClusterPort, NewTenantPlacer, ProposeError};
 use gatehouse_registry::Command;
 use gatehouse_registry::Response;
 use gatehouse_registry::call::NodeId;
@@ -49,6 +49,10 @@ impl ClusterPort for Cluster {
 
     fn reachable(&self, node: NodeId, window: Duration) -> bool {
         node == self.id || self.peers.answered_within(node, window)
+    }
+
+    fn place_new_tenants(&self, placer: Option<NewTenantPlacer>) {
+        Cluster::place_new_tenants(self, placer);
     }
 }
 

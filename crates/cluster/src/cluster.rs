@@ -4,12 +4,13 @@
 use crate::grants::Grants;
 use crate::net::{ForwardReply, Forwarded, Peers, SharedFilter, deliver};
 use futures::future::BoxFuture;
+use gatehouse_actors::NewTenantPlacer;
 use gatehouse_proto::v1 as pb;
 use gatehouse_raft_store::{ApplyResult, NodeId, Raft, SharedRegistry};
-use gatehouse_registry::{ApplyError, Command, Proposal, Response};
+use gatehouse_registry::{ApplyError, Command, Proposal, Resource, Response};
 use openraft::error::{ClientWriteError, RaftError};
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -46,6 +47,8 @@ pub struct Cluster {
     grants: Arc<Grants>,
     /// The catch-ups of lookups anyone can trigger, taken in turn.
     shared_catch_ups: Arc<SharedCatchUps>,
+    /// While this node leads: where the batcher places the tenants a batch creates.
+    placer: Arc<RwLock<Option<NewTenantPlacer>>>,
 }
 
 /// [`Cluster::catch_up_shared`]'s turns: how many catch-ups started, and the last one's result.
@@ -106,6 +109,7 @@ impl Cluster {
             batcher: None,
             grants: Arc::default(),
             shared_catch_ups: Arc::default(),
+            placer: Arc::default(),
         }
     }
 
@@ -127,6 +131,57 @@ impl Cluster {
         tokio::spawn(batch_writes(self.clone(), queued));
         self.batcher = Some(queue);
         self
+    }
+
+    /// From now on the batcher writes `placer`'s step for each tenant a batch creates in the
+    /// batch's own log entry, after the proposals (`None`: no more). The leader's loop sets it
+    /// while this node leads (`gatehouse_actors::ClusterPort::place_new_tenants`).
+    pub fn place_new_tenants(&self, placer: Option<NewTenantPlacer>) {
+        *self.placer.write().unwrap_or_else(PoisonError::into_inner) = placer;
+    }
+
+    /// The placement steps for the tenants `proposals` create: each tenant a put names that
+    /// neither exists nor has a placement record (a deleted tenant keeps its own, and the review
+    /// decides its step), once. Nothing without a placer.
+    fn new_tenant_steps<'a>(&self, proposals: impl Iterator<Item = &'a Proposal>) -> Vec<Proposal> {
+        let Some(placer) = self
+            .placer
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return Vec::new();
+        };
+        let mut created: Vec<&str> = Vec::new();
+        {
+            let registry = self.registry.read();
+            for proposal in proposals {
+                let Command::Put { resources } = &proposal.command else {
+                    continue;
+                };
+                for resource in resources {
+                    let tenant = resource.name();
+                    if matches!(resource, Resource::Tenant(_))
+                        && !registry.tenant_exists(tenant)
+                        && registry.placement(tenant).is_none()
+                        && !created.contains(&tenant)
+                    {
+                        created.push(tenant);
+                    }
+                }
+            }
+        }
+        if created.is_empty() {
+            return Vec::new();
+        }
+        placer(&created)
+            .into_iter()
+            .map(|command| Proposal {
+                request_id: uuid::Uuid::new_v4(),
+                at: now_ms(),
+                command,
+            })
+            .collect()
     }
 
     /// Proposals waiting for the batcher to take them into a batch.
@@ -483,21 +538,32 @@ async fn write_batch(cluster: &Cluster, batch: Vec<Queued>) {
     tokio::join!(flushed, write_entry(cluster, writes));
 }
 
-/// Writes the proposals as one log entry (a lone one as itself) and answers each.
+/// Writes the proposals as one log entry (a lone one as itself), with the placement of each
+/// tenant they create after them, and answers each.
 async fn write_entry(cluster: &Cluster, mut batch: Vec<(Proposal, oneshot::Sender<Written>)>) {
-    if batch.len() == 1 {
+    let placing = cluster.new_tenant_steps(batch.iter().map(|(proposal, _)| proposal));
+    if batch.len() == 1 && placing.is_empty() {
         let (proposal, reply) = batch.remove(0);
         let _ = reply.send(cluster.write(proposal).await);
         return;
     }
-    let (proposals, replies): (Vec<Proposal>, Vec<_>) = batch.into_iter().unzip();
+    let (mut proposals, replies): (Vec<Proposal>, Vec<_>) = batch.into_iter().unzip();
+    proposals.extend(placing);
+    let written = proposals.len();
     let outer = Proposal {
         request_id: uuid::Uuid::new_v4(),
         at: now_ms(),
         command: Command::Batch { proposals },
     };
     match cluster.write(outer).await {
-        Ok((Ok(Response::Batch { results }), index)) if results.len() == replies.len() => {
+        Ok((Ok(Response::Batch { mut results }), index)) if results.len() == written => {
+            // A step refused (the put that was to create its tenant was refused) is left to
+            // the leader's review like any tenant it has not placed.
+            let placed = results.split_off(replies.len());
+            let refused = placed.iter().filter(|r| r.is_err()).count();
+            if refused > 0 {
+                tracing::debug!(refused, "new tenants' placements not taken");
+            }
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(Ok((result, index)));
             }

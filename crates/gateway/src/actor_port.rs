@@ -4,7 +4,7 @@
 
 use crate::pipeline::audit;
 use futures::future::BoxFuture;
-use gatehouse_actors::{ClusterPort, ProposeError};
+use gatehouse_actors::{ClusterPort, NewTenantPlacer, ProposeError};
 use gatehouse_audit::{AuditLog, Entry, Kind};
 use gatehouse_cluster::cluster::Cluster;
 use gatehouse_registry::call::NodeId;
@@ -106,5 +106,9 @@ impl ClusterPort for AuditedPort {
 
     fn reachable(&self, node: NodeId, window: Duration) -> bool {
         ClusterPort::reachable(&self.cluster, node, window)
+    }
+
+    fn place_new_tenants(&self, placer: Option<NewTenantPlacer>) {
+        self.cluster.place_new_tenants(placer);
     }
 }

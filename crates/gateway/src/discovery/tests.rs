@@ -51,6 +51,8 @@ impl ClusterPort for OneNodeCluster {
     fn reachable(&self, _: NodeId, _: Duration) -> bool {
         true
     }
+
+    fn place_new_tenants(&self, _: Option<gatehouse_actors::NewTenantPlacer>) {}
 }
 
 fn cluster(yaml: &str) -> OneNodeCluster {

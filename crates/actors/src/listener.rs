@@ -34,6 +34,10 @@ pub(crate) async fn listen(
 /// The tenants an applied entry concerns: those of the calls it changed and those it placed.
 /// The home's actor is started for a call, and for a placement only when the tenant has
 /// unfinished calls to take over: a tenant with nothing queued gets its actor on first use.
+/// A tenant with no actor here and none to start is told nothing: an actor that starts later
+/// reads the registry as it is then, this entry included. (A new tenant is placed in the entry
+/// that creates it, so without this every tenant put would be a message to the supervisor on
+/// every node.)
 fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &AppliedEntry) {
     let called: BTreeSet<&str> = applied
         .calls
@@ -52,10 +56,13 @@ fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &
             .is_some_and(|p| p.home == context.node);
         let queued =
             || called.contains(tenant) || registry.unfinished_calls_of(tenant).next().is_some();
-        let _ = supervisor.cast(SupervisorMsg::Notify {
-            tenant: (*tenant).to_owned(),
-            spawn: home && queued(),
-        });
+        let spawn = home && queued();
+        if spawn || context.has_handle(tenant) {
+            let _ = supervisor.cast(SupervisorMsg::Notify {
+                tenant: (*tenant).to_owned(),
+                spawn,
+            });
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! A tenant created through the leader is placed in the log entry that creates it: the leader's
 //! batcher appends the placement step after the batch's proposals, so no review and no entry
-//! of its own is needed. What a batch refuses, or what another node's batch creates, is left to
-//! the reviews, as before.
+//! of its own is needed. An update asks for no step, and what a follower's batch creates is
+//! left to the reviews, as before.
 
 use gatehouse_actors::NewTenantPlacer;
 use gatehouse_actors::placement::rendezvous;
@@ -113,7 +113,7 @@ fn the_leaders_batcher_places_the_tenants_a_batch_creates_in_its_own_entry() -> 
         );
     }
 
-    // Put again, a tenant is not placed again; nor is a tenant the placer has no step for.
+    // Put again, a tenant is not placed again: the placer is not even asked.
     let before = asked.lock().unwrap().len();
     let again = cluster.admin(leader);
     cluster.block_on(again.apply(vec![tenant("a1")]))?;

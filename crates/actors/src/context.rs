@@ -91,14 +91,6 @@ impl std::fmt::Debug for NodeContext {
 }
 
 impl NodeContext {
-    /// Whether the tenant's actor runs here (as far as its handle says).
-    pub(crate) fn has_handle(&self, tenant: &str) -> bool {
-        self.handles
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(tenant)
-    }
-
     pub(crate) fn handle(&self, tenant: &str) -> Option<TenantHandle> {
         self.handles
             .read()

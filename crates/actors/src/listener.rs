@@ -57,7 +57,7 @@ fn route(context: &NodeContext, supervisor: &ActorRef<SupervisorMsg>, applied: &
         let queued =
             || called.contains(tenant) || registry.unfinished_calls_of(tenant).next().is_some();
         let spawn = home && queued();
-        if spawn || context.has_handle(tenant) {
+        if spawn || context.handle(tenant).is_some() {
             let _ = supervisor.cast(SupervisorMsg::Notify {
                 tenant: (*tenant).to_owned(),
                 spawn,

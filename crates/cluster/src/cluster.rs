@@ -9,6 +9,7 @@ use gatehouse_proto::v1 as pb;
 use gatehouse_raft_store::{ApplyResult, NodeId, Raft, SharedRegistry};
 use gatehouse_registry::{ApplyError, Command, Proposal, Resource, Response};
 use openraft::error::{ClientWriteError, RaftError};
+use std::collections::HashSet;
 use std::io;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -153,6 +154,7 @@ impl Cluster {
             return Vec::new();
         };
         let mut created: Vec<&str> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
         {
             let registry = self.registry.read();
             for proposal in proposals {
@@ -164,7 +166,7 @@ impl Cluster {
                     if matches!(resource, Resource::Tenant(_))
                         && !registry.tenant_exists(tenant)
                         && registry.placement(tenant).is_none()
-                        && !created.contains(&tenant)
+                        && seen.insert(tenant)
                     {
                         created.push(tenant);
                     }

@@ -1,12 +1,11 @@
-//! Snapshots: built from an immutable copy of the registry taken at a known applied log id
-//! (sled has no point-in-time iteration), serialized off the registry lock, stored as one sled
-//! value and flushed. Only the newest is kept; the commands it covers are dropped.
+//! Snapshots: the registry serialised between two applies, at a known applied log id (sled has
+//! no point-in-time iteration), stored as one sled value off the apply path and flushed. Only
+//! the newest is kept; the commands it covers are dropped.
 
 use crate::codec::{blocking, decode, encode, frame, unframe};
 use crate::durable::Durable;
 use crate::keys::{APPLIED, CMD_PREFIX, MEMBERSHIP, cmd_key};
 use crate::{NodeId, StoreError, TypeConfig};
-use gatehouse_registry::Registry;
 use openraft::{
     BasicNode, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
     StorageError, StoredMembership,
@@ -15,6 +14,7 @@ use std::fmt;
 use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 pub(crate) type Meta = SnapshotMeta<NodeId, BasicNode>;
 
@@ -159,7 +159,10 @@ pub(crate) fn current(store: &SnapshotStore) -> Result<Option<Snapshot<TypeConfi
 
 /// An immutable copy of the state machine at one applied log id, ready to be serialized.
 pub struct SnapshotBuilder {
-    registry: Registry,
+    /// The registry's bytes at `applied`, taken by the state machine between two applies.
+    data: Vec<u8>,
+    /// How long taking them held the applies up.
+    serialised_in: Duration,
     applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     store: SnapshotStore,
@@ -167,13 +170,15 @@ pub struct SnapshotBuilder {
 
 impl SnapshotBuilder {
     pub(crate) fn new(
-        registry: Registry,
+        data: Vec<u8>,
+        serialised_in: Duration,
         applied: Option<LogId<NodeId>>,
         membership: StoredMembership<NodeId, BasicNode>,
         store: SnapshotStore,
     ) -> Self {
         Self {
-            registry,
+            data,
+            serialised_in,
             applied,
             membership,
             store,
@@ -197,10 +202,10 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: self.membership.clone(),
             snapshot_id: self.store.next_id(self.applied),
         };
-        let registry = std::mem::take(&mut self.registry);
+        let data = std::mem::take(&mut self.data);
         let (store, stored_meta) = (self.store.clone(), meta.clone());
+        let storing = Instant::now();
         let data = blocking(move || {
-            let data = registry.to_bytes();
             store.save_built(&stored_meta, &data)?;
             Ok(data)
         })
@@ -211,7 +216,13 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 ErrorVerb::Write,
             )
         })?;
-        tracing::info!(snapshot = %meta, bytes = data.len(), "snapshot built");
+        tracing::info!(
+            snapshot = %meta,
+            bytes = data.len(),
+            serialise_ms = self.serialised_in.as_millis(),
+            store_ms = storing.elapsed().as_millis(),
+            "snapshot built"
+        );
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),

@@ -285,13 +285,19 @@ impl Registry {
                 self.unfinished.insert(call_id.clone());
             }
         }
-        self.state.requests.insert(
-            proposal.request_id,
-            AppliedRequest {
-                at,
-                response: response.clone(),
-            },
-        );
+        // A batch's own answer is its proposals' answers, each kept under its own id: a retried
+        // batch gets them back one by one, and keeping the whole answer again would double what
+        // every batch leaves in the state (and in every snapshot) until it is purged. A proposal
+        // refused in it left nothing behind, so it is weighed afresh, as if first sent then.
+        if !matches!(proposal.command, Command::Batch { .. }) {
+            self.state.requests.insert(
+                proposal.request_id,
+                AppliedRequest {
+                    at,
+                    response: response.clone(),
+                },
+            );
+        }
         Ok(response)
     }
 

@@ -1182,6 +1182,45 @@ fn a_batch_answers_each_proposal_on_its_own() {
     assert!(nested.validate().is_err());
 }
 
+/// A batch retried under its own request id (its answer was lost, or its leader changed) applies
+/// none of its proposals twice, answers each as the first time, and leaves only its proposals'
+/// ids behind: keeping the batch's whole answer as well would double what it leaves.
+#[test]
+fn a_retried_batch_answers_from_its_proposals_and_keeps_no_answer_of_its_own() {
+    let mut h = Harness::new();
+    let puts: Vec<Proposal> = ["globex", "initech"]
+        .iter()
+        .map(|name| {
+            h.proposal(Command::Put {
+                resources: vec![tenant(name, "T")],
+            })
+        })
+        .collect();
+    let batch = h.proposal(Command::Batch {
+        proposals: puts.clone(),
+    });
+    let first = h.registry.apply(20_000, &batch).unwrap();
+    let generations: Vec<u64> = ["globex", "initech"]
+        .iter()
+        .map(|name| h.registry.get(&tenant(name, "").key()).unwrap().generation)
+        .collect();
+
+    let again = h.registry.apply(20_001, &batch).unwrap();
+    assert_eq!(again, first, "the retry answers as the first time");
+    let after: Vec<u64> = ["globex", "initech"]
+        .iter()
+        .map(|name| h.registry.get(&tenant(name, "").key()).unwrap().generation)
+        .collect();
+    assert_eq!(after, generations, "nothing was applied twice");
+    assert!(
+        !h.registry.state.requests.contains_key(&batch.request_id),
+        "the batch's own id is not kept"
+    );
+    for put in &puts {
+        assert!(h.registry.state.requests.contains_key(&put.request_id));
+    }
+}
+
 #[test]
 fn listing_resumes_right_after_the_last_key_served() {
     let mut h = Harness::new();

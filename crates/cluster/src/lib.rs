@@ -1,7 +1,8 @@
 //! What makes several `gatehouse` processes one cluster: the handle every write goes through
-//! (`cluster`), the Raft network and forwarding between nodes (`net`), TLS (`tls`), the feed of
-//! applied changes (`feed`), leadership handover on shutdown (`handover`), readiness, backups, the
-//! node's own files, its election timer (`elections`), and the operator's grants that every proposal is checked against (`grants`).
+//! (`cluster`) and when its batcher waits for more (`gather`), the Raft network and forwarding
+//! between nodes (`net`), TLS (`tls`), the feed of applied changes (`feed`), leadership handover
+//! on shutdown (`handover`), readiness, backups, the node's own files, its election timer
+//! (`elections`), and the operator's grants that every proposal is checked against (`grants`).
 //!
 //! It knows nothing of calls, tools or protocols: the gateway and the fronts build on it.
 
@@ -10,6 +11,7 @@ pub mod backup;
 pub mod cluster;
 pub mod elections;
 pub mod feed;
+pub mod gather;
 pub mod grants;
 pub mod handover;
 pub mod net;

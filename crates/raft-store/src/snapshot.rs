@@ -1,11 +1,12 @@
-//! Snapshots: the registry serialised between two applies, at a known applied log id (sled has
-//! no point-in-time iteration), stored as one sled value off the apply path and flushed. Only
-//! the newest is kept; the commands it covers are dropped.
+//! Snapshots: built from an immutable copy of the registry taken at a known applied log id
+//! (sled has no point-in-time iteration), serialized off the registry lock, stored as one sled
+//! value and flushed. Only the newest is kept; the commands it covers are dropped.
 
 use crate::codec::{blocking, decode, encode, frame, unframe};
 use crate::durable::Durable;
 use crate::keys::{APPLIED, CMD_PREFIX, MEMBERSHIP, cmd_key};
 use crate::{NodeId, StoreError, TypeConfig};
+use gatehouse_registry::Registry;
 use openraft::{
     BasicNode, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
     StorageError, StoredMembership,
@@ -159,10 +160,9 @@ pub(crate) fn current(store: &SnapshotStore) -> Result<Option<Snapshot<TypeConfi
 
 /// An immutable copy of the state machine at one applied log id, ready to be serialized.
 pub struct SnapshotBuilder {
-    /// The registry's bytes at `applied`, taken by the state machine between two applies.
-    data: Vec<u8>,
-    /// How long taking them held the applies up.
-    serialised_in: Duration,
+    registry: Registry,
+    /// How long the copy held the applies up.
+    copied_in: Duration,
     applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
     store: SnapshotStore,
@@ -170,15 +170,15 @@ pub struct SnapshotBuilder {
 
 impl SnapshotBuilder {
     pub(crate) fn new(
-        data: Vec<u8>,
-        serialised_in: Duration,
+        registry: Registry,
+        copied_in: Duration,
         applied: Option<LogId<NodeId>>,
         membership: StoredMembership<NodeId, BasicNode>,
         store: SnapshotStore,
     ) -> Self {
         Self {
-            data,
-            serialised_in,
+            registry,
+            copied_in,
             applied,
             membership,
             store,
@@ -202,12 +202,18 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: self.membership.clone(),
             snapshot_id: self.store.next_id(self.applied),
         };
-        let data = std::mem::take(&mut self.data);
+        let registry = std::mem::take(&mut self.registry);
         let (store, stored_meta) = (self.store.clone(), meta.clone());
-        let storing = Instant::now();
-        let data = blocking(move || {
+        let (data, serialised_in, stored_in) = blocking(move || {
+            let started = Instant::now();
+            let data = registry.to_bytes();
+            let serialised_in = started.elapsed();
+            // The copy goes here, off the state machine's worker, rather than wherever the
+            // builder would be dropped.
+            drop(registry);
+            let started = Instant::now();
             store.save_built(&stored_meta, &data)?;
-            Ok(data)
+            Ok((data, serialised_in, started.elapsed()))
         })
         .await
         .map_err(|e| {
@@ -219,8 +225,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         tracing::info!(
             snapshot = %meta,
             bytes = data.len(),
-            serialise_ms = self.serialised_in.as_millis(),
-            store_ms = storing.elapsed().as_millis(),
+            copy_ms = self.copied_in.as_millis(),
+            serialise_ms = serialised_in.as_millis(),
+            store_ms = stored_in.as_millis(),
             "snapshot built"
         );
         Ok(Snapshot {

@@ -201,15 +201,12 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        // Serialised here, between two applies, so the bytes are exactly the state at
-        // `self.applied`; applies wait as long as it takes, as they would for a copy (which
-        // cost more: a deep copy of every map, then its serialisation and its drop). Readers
-        // share the lock meanwhile. A poisoned lock means an apply panicked, and that apply
-        // already failed the node.
+        // The copy is taken between two applies, so it is exactly the state at `self.applied`.
+        // A poisoned lock means an apply panicked, and that apply already failed the node.
         let started = std::time::Instant::now();
-        let data = self.registry.read().to_bytes();
+        let registry = self.registry.read().clone();
         SnapshotBuilder::new(
-            data,
+            registry,
             started.elapsed(),
             self.applied,
             self.membership.clone(),

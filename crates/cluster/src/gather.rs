@@ -60,9 +60,12 @@ impl Gather {
         }
     }
 
-    /// A batch of `batch` proposals was answered with `queued` more waiting behind it.
+    /// A batch of `batch` proposals was answered with `queued` more waiting behind it. A batch
+    /// of one is no sign of writers taking turns (one writer, or writes one after another from
+    /// different callers, such as a call's steps through the approval flow): the next goes at
+    /// once.
     pub fn answered(&mut self, batch: usize, queued: usize) {
-        self.expected = batch + queued;
+        self.expected = if batch > 1 { batch + queued } else { 0 };
     }
 }
 
@@ -78,6 +81,13 @@ mod tests {
             gather.answered(1, 0);
             assert!(gather.wanted() <= 1);
         }
+    }
+
+    #[test]
+    fn a_write_queued_behind_a_lone_one_goes_at_once() {
+        let mut gather = Gather::default();
+        gather.answered(1, 1);
+        assert!(gather.wanted() <= 1);
     }
 
     #[test]

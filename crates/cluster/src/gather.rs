@@ -50,7 +50,7 @@ impl Gather {
     /// A batch waited for [`Gather::wanted`] proposals: `reached` if they all came. Writers
     /// that do not come back (each write from a different caller) make the waits time out, and
     /// each timeout doubles the run of batches that then go at once, so such traffic pays for
-    /// one wait in up to [`MAX_SKIP`] batches.
+    /// one wait in up to 64 batches (`MAX_SKIP`).
     pub fn waited(&mut self, reached: bool) {
         if reached {
             self.missed = 0;

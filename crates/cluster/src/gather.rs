@@ -38,7 +38,7 @@ pub struct Gather {
 
 impl Gather {
     /// How many proposals the next batch should hold before it goes (it may go sooner, after
-    /// [`GATHER`]); 0 or 1 means at once.
+    /// [`GATHER`]); 0 or 1 means at once. Asked once per batch: a batch skipped counts here.
     pub fn wanted(&mut self) -> usize {
         if self.skip > 0 {
             self.skip -= 1;

@@ -285,11 +285,13 @@ impl Registry {
                 self.unfinished.insert(call_id.clone());
             }
         }
-        // A batch's own answer is its proposals' answers, each kept under its own id: a retried
-        // batch gets them back one by one, and keeping the whole answer again would double what
-        // every batch leaves in the state (and in every snapshot) until it is purged. A proposal
-        // refused in it left nothing behind, so it is weighed afresh, as if first sent then.
-        if !matches!(proposal.command, Command::Batch { .. }) {
+        // A batch whose proposals were all taken answers a retry from their own ids, each kept
+        // on its own, exactly as its kept answer would: keeping that too would double what every
+        // batch leaves in the state (and in every snapshot) until it is purged. A batch with a
+        // refusal keeps its answer, since a refused proposal left nothing of its own and might be
+        // taken on a retry: every node, of either version in a rolling upgrade, must answer that
+        // retry the same way.
+        if !Self::answered_by_its_proposals(&proposal.command, &response) {
             self.state.requests.insert(
                 proposal.request_id,
                 AppliedRequest {
@@ -299,6 +301,12 @@ impl Registry {
             );
         }
         Ok(response)
+    }
+
+    /// A batch all of whose proposals were taken: its answer is theirs, kept under their ids.
+    fn answered_by_its_proposals(command: &Command, response: &Response) -> bool {
+        matches!(command, Command::Batch { .. })
+            && matches!(response, Response::Batch { results } if results.iter().all(Result::is_ok))
     }
 
     pub fn applied_index(&self) -> u64 {

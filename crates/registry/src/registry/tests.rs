@@ -1221,6 +1221,39 @@ fn a_retried_batch_answers_from_its_proposals_and_keeps_no_answer_of_its_own() {
     }
 }
 
+/// A batch with a refusal keeps its answer: retried after the state changed so that the refused
+/// proposal would now be taken, it still answers as the first time and applies nothing, as a
+/// node that kept every batch's answer (an earlier version, in a rolling upgrade) does.
+#[test]
+fn a_retried_batch_with_a_refusal_answers_as_the_first_time_though_the_state_changed() {
+    let mut h = Harness::new();
+    let doomed = h.proposal(Command::Delete {
+        keys: vec![tenant("globex", "").key()],
+    });
+    let put = h.proposal(Command::Put {
+        resources: vec![tenant("initech", "T")],
+    });
+    let batch = h.proposal(Command::Batch {
+        proposals: vec![doomed, put],
+    });
+    let first = h.registry.apply(30_000, &batch).unwrap();
+    let Response::Batch { results } = &first else {
+        panic!("not a batch answer")
+    };
+    assert!(matches!(results[0], Err(ApplyError::NotFound { .. })));
+    assert!(h.registry.state.requests.contains_key(&batch.request_id));
+
+    h.ok(Command::Put {
+        resources: vec![tenant("globex", "G")],
+    });
+    let again = h.registry.apply(30_002, &batch).unwrap();
+    assert_eq!(again, first, "the retry answers as the first time");
+    assert!(
+        h.registry.get(&tenant("globex", "").key()).is_some(),
+        "the refused delete was not taken on the retry"
+    );
+}
+
 #[test]
 fn listing_resumes_right_after_the_last_key_served() {
     let mut h = Harness::new();
